@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# kfd_preempt top-level Makefile.
+#
+#   make                 build kfd_preempt.ko against the test kernel (after
+#                        scripts/build-kernel.sh) or KDIR=<built kernel tree>
+#   make check           provision everything and run every test suite
+#   make demo            provision everything and run the demo in the VM
+#   make lint            W=1 + CLIPPY=1 build, rustfmt check, checkpatch
+#
+# On a real host:  make KDIR=/lib/modules/$(uname -r)/build LLVM=1 \
+#                       AMDGPU_SRC=/usr/src/amdgpu-<ver>/amd   (DKMS only)
+
+# Defaults for the project's own test kernel; any of them can be overridden
+# on the command line (KDIR=, LLVM=, RUSTC=, BINDGEN=, RUST_LIB_SRC=).
+ifeq ($(origin KDIR),undefined)
+$(foreach a,$(shell scripts/kmake-args.sh),$(eval $(a)))
+endif
+
+KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
+	$(if $(LLVM),LLVM=$(LLVM)) $(if $(RUSTC),RUSTC=$(RUSTC)) \
+	$(if $(BINDGEN),BINDGEN=$(BINDGEN)) \
+	$(if $(RUST_LIB_SRC),RUST_LIB_SRC=$(RUST_LIB_SRC)) \
+	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC))
+
+.PHONY: all modules clean check demo lint rustfmtcheck checkpatch
+
+all: modules
+
+modules:
+	@test -n "$(KDIR)" || { echo "no KDIR: run scripts/build-kernel.sh or pass KDIR=" >&2; exit 1; }
+	$(KMAKE) modules
+
+clean:
+	@test -z "$(KDIR)" || $(KMAKE) clean
+	rm -f src/*_generated.rs
+
+check:
+	scripts/check.sh
+
+demo:
+	scripts/demo.sh
+
+lint:
+	scripts/lint.sh

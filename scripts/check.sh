@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make check`: provision what is missing, build, lint, and run every test
+# suite: cargo tests on the host, then KUnit and the kselftests in the VM.
+# Ends with one line "N passed, M failed, K skipped" totalling all of them.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+cd "$KFDP_ROOT"
+mkdir -p out
+start=$(date +%s)
+passed=0 failed=0 skipped=0
+
+# Add a suite's "X passed, Y failed, Z skipped" line to the totals.
+count() {
+	local line p f s
+	line=$(grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' <<<"$1" | tail -n1)
+	if [ -z "$line" ]; then
+		failed=$((failed + 1))
+		return
+	fi
+	p=$(grep -Eo '^[0-9]+' <<<"$line")
+	f=$(grep -Eo '[0-9]+ failed' <<<"$line" | grep -Eo '^[0-9]+')
+	s=$(grep -Eo '[0-9]+ skipped' <<<"$line" | grep -Eo '^[0-9]+' || echo 0)
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+}
+
+finish() {
+	kfdp_log "make check took $(($(date +%s) - start)) s"
+	echo "$passed passed, $failed failed, $skipped skipped"
+	[ "$failed" = 0 ]
+	exit $?
+}
+
+abort() {
+	echo "FAIL: $1"
+	failed=$((failed + 1))
+	finish
+}
+
+kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installation"
+kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"
+kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
+kfdp_phase kselftest-build scripts/build-kselftests.sh || abort "kselftest build"
+
+lint=$(kfdp_phase lint scripts/lint.sh 2>&1)
+echo "$lint"
+count "$(grep -c ': ok$' <<<"$lint") passed, $(grep -c ': FAILED$' <<<"$lint") failed"
+
+cargo_out=$(kfdp_phase cargo-test bash -c 'cd userspace && cargo test --workspace --quiet 2>&1')
+cargo_rc=$?
+echo "$cargo_out"
+cargo_p=$(grep -Eo 'test result: .* ([0-9]+) passed' <<<"$cargo_out" | grep -Eo '[0-9]+ passed' | grep -Eo '[0-9]+' | paste -sd+ | bc)
+cargo_f=$(grep -Eo 'test result: .*; ([0-9]+) failed' <<<"$cargo_out" | grep -Eo '[0-9]+ failed' | grep -Eo '[0-9]+' | paste -sd+ | bc)
+cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste -sd+ | bc)
+[ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
+count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
+
+vm_out=$(kfdp_phase vm tests/vm/run --out out/vm 2>&1)
+echo "$vm_out"
+count "$(grep -E '^vm: ' <<<"$vm_out")"
+
+finish

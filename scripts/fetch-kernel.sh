@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Fetch and unpack Debian's linux-source-7.3 into $KFDP_CACHE/src without
+# changing the machine's apt configuration: a private sources list names
+# the suite on the mirror the machine already uses, and apt keeps its lists
+# in the cache. Prints the unpacked source directory on stdout.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+apt_dir=$KFDP_CACHE/apt
+mkdir -p "$apt_dir/lists/partial" "$KFDP_CACHE/src" "$KFDP_CACHE/debs"
+
+# The Debian mirror the machine is configured with, so that nothing here
+# names a host of its own.
+mirror=$(awk '/^URIs:/ && $2 ~ /\/debian\/?$/ { print $2; exit }' \
+	/etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+[ -n "$mirror" ] || mirror=$(awk '/^deb / && $3 !~ /security/ { print $2; exit }' \
+	/etc/apt/sources.list 2>/dev/null || true)
+[ -n "$mirror" ] || kfdp_die "cannot find the machine's Debian mirror in /etc/apt"
+
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+echo "deb [signed-by=$keyring] $mirror $KFDP_KERNEL_SUITE main" >"$apt_dir/sources.list"
+apt_opts=(-o "Dir::Etc::sourcelist=$apt_dir/sources.list" -o "Dir::Etc::sourceparts=/dev/null"
+	-o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache::archives=$KFDP_CACHE/debs"
+	-o "APT::Get::List-Cleanup=0" -o "APT::Sandbox::User=root")
+
+# Reuse an already unpacked tree of the pinned version without asking apt.
+want=$KFDP_KERNEL_PKG_VERSION
+if [ ! -e "$KFDP_CACHE/src/$want/.unpacked" ]; then
+	apt-get "${apt_opts[@]}" -qq update
+	versions=$(apt-cache "${apt_opts[@]}" madison "$KFDP_KERNEL_PKG" | awk '{ print $3 }')
+	if ! grep -qxF "$want" <<<"$versions"; then
+		newest=$(head -n1 <<<"$versions")
+		[ -n "$newest" ] || kfdp_die "$KFDP_KERNEL_PKG is not in $KFDP_KERNEL_SUITE any more"
+		kfdp_log "WARNING: $KFDP_KERNEL_PKG $want is gone; falling back to $newest." \
+			"Set KFDP_KERNEL_PKG_VERSION=$newest to silence this, and re-check the" \
+			"amdkfd fingerprints (Documentation/design.rst)."
+		want=$newest
+	fi
+fi
+
+dest=$KFDP_CACHE/src/$want
+if [ ! -e "$dest/.unpacked" ]; then
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	(cd "$KFDP_CACHE/debs" && apt-get "${apt_opts[@]}" -qq download "$KFDP_KERNEL_PKG=$want")
+	deb=$(ls "$KFDP_CACHE"/debs/"${KFDP_KERNEL_PKG}"_*.deb | grep -F "$(sed 's/:/%3a/' <<<"$want")" | head -n1)
+	kfdp_log "unpacking $deb"
+	dpkg-deb -x "$deb" "$dest/deb"
+	tar -C "$dest" -xf "$dest"/deb/usr/src/"$KFDP_KERNEL_PKG".tar.xz
+	rm -rf "$dest/deb"
+	mv "$dest/$KFDP_KERNEL_PKG" "$dest/linux"
+	touch "$dest/.unpacked"
+fi
+echo "$dest/linux"

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `KFDP_IOC_INFO`: what this module implements, so that callers can check
+//! the ABI version and capabilities before relying on them.
+
+use crate::uapi::{
+    kfdp_info,
+    kfdp_queue_info,
+    kfdp_queue_ref,
+    KFDP_ABI_MAJOR,
+    KFDP_ABI_MINOR,
+    KFDP_CAP_PID,
+    KFDP_MAX_BATCH, //
+};
+
+/// The module configuration that `KFDP_IOC_INFO` reports.
+#[derive(Clone, Copy)]
+pub(crate) struct Config {
+    /// `pid_attach` module parameter: `KFDP_TARGET_PID` is allowed.
+    pub(crate) pid_attach: bool,
+}
+
+impl Config {
+    /// The configuration given by the module parameters.
+    pub(crate) fn from_params() -> Self {
+        Self {
+            pid_attach: *crate::module_parameters::pid_attach.value(),
+        }
+    }
+}
+
+/// Capability bits for `kfdp_info::caps`.
+///
+/// Only what is implemented is reported: the preemption mechanisms
+/// (`KFDP_CAP_HWS_BATCH`, `KFDP_CAP_MES`, `KFDP_CAP_FREEZE`) and simulated
+/// nodes (`KFDP_CAP_SIM`) are added by the code that implements them.
+fn caps(config: Config) -> u64 {
+    let mut caps = 0;
+    if config.pid_attach {
+        caps |= u64::from(KFDP_CAP_PID);
+    }
+    caps
+}
+
+/// The `KFDP_IOC_INFO` answer for `config`; every reserved field is zero.
+pub(crate) fn info(config: Config) -> kfdp_info {
+    kfdp_info {
+        abi_major: KFDP_ABI_MAJOR,
+        abi_minor: KFDP_ABI_MINOR,
+        caps: caps(config),
+        max_batch: KFDP_MAX_BATCH,
+        // The element sizes are small compile-time constants (16 and 96,
+        // asserted in `uapi`), so the conversions cannot truncate.
+        sizeof_queue_ref: size_of::<kfdp_queue_ref>() as u32,
+        sizeof_queue_info: size_of::<kfdp_queue_info>() as u32,
+        ..Default::default()
+    }
+}
+
+#[kunit_tests(kfdp_info)]
+mod tests {
+    use super::*;
+    use crate::uapi::{
+        KFDP_CAP_FREEZE,
+        KFDP_CAP_HWS_BATCH,
+        KFDP_CAP_MES,
+        KFDP_CAP_SIM, //
+    };
+
+    #[test]
+    fn reports_version_and_sizes() {
+        let i = info(Config { pid_attach: false });
+        assert_eq!(i.abi_major, 1);
+        assert_eq!(i.abi_minor, 0);
+        assert_eq!(i.max_batch, 4096);
+        assert_eq!(i.sizeof_queue_ref, 16);
+        assert_eq!(i.sizeof_queue_info, 96);
+    }
+
+    #[test]
+    fn reserved_fields_are_zero() {
+        let i = info(Config { pid_attach: true });
+        assert_eq!(i.reserved0, 0);
+        assert_eq!(i.reserved, [0u64; 4]);
+    }
+
+    #[test]
+    fn pid_cap_follows_parameter() {
+        assert_eq!(info(Config { pid_attach: false }).caps, 0);
+        assert_eq!(
+            info(Config { pid_attach: true }).caps,
+            u64::from(KFDP_CAP_PID)
+        );
+    }
+
+    #[test]
+    fn unimplemented_mechanisms_not_claimed() {
+        let unimplemented = u64::from(KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE)
+            | u64::from(KFDP_CAP_SIM);
+        assert_eq!(info(Config { pid_attach: true }).caps & unimplemented, 0);
+    }
+}

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kfd_preempt ABI and KFDP_IOC_INFO: the layout Documentation/uapi.rst makes
+ * binding, INFO's answer, and the errors of malformed calls.
+ */
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "kfdp_test.h"
+
+#define EXPECT_LAYOUT(type, field, off) \
+	EXPECT_EQ((size_t)(off), offsetof(struct type, field))
+
+/* Sizes and offsets of every struct, as uapi.rst gives them. */
+TEST(abi_layout)
+{
+	EXPECT_EQ(64, sizeof(struct kfdp_info));
+	EXPECT_LAYOUT(kfdp_info, caps, 8);
+	EXPECT_LAYOUT(kfdp_info, max_batch, 16);
+	EXPECT_LAYOUT(kfdp_info, sizeof_queue_info, 24);
+	EXPECT_LAYOUT(kfdp_info, reserved, 32);
+
+	EXPECT_EQ(40, sizeof(struct kfdp_attach));
+	EXPECT_LAYOUT(kfdp_attach, pid, 8);
+	EXPECT_LAYOUT(kfdp_attach, handle, 16);
+	EXPECT_LAYOUT(kfdp_attach, num_gpus, 24);
+	EXPECT_LAYOUT(kfdp_attach, reserved1, 32);
+
+	EXPECT_EQ(16, sizeof(struct kfdp_detach));
+	EXPECT_LAYOUT(kfdp_detach, reserved, 8);
+
+	EXPECT_EQ(48, sizeof(struct kfdp_query));
+	EXPECT_LAYOUT(kfdp_query, entries_ptr, 8);
+	EXPECT_LAYOUT(kfdp_query, entry_size, 16);
+	EXPECT_LAYOUT(kfdp_query, num_queues, 24);
+	EXPECT_LAYOUT(kfdp_query, reserved, 32);
+
+	EXPECT_EQ(96, sizeof(struct kfdp_queue_info));
+	EXPECT_LAYOUT(kfdp_queue_info, ring_base_address, 16);
+	EXPECT_LAYOUT(kfdp_queue_info, ctx_save_restore_size, 56);
+	EXPECT_LAYOUT(kfdp_queue_info, gc_ip_version, 76);
+	EXPECT_LAYOUT(kfdp_queue_info, reserved, 80);
+
+	EXPECT_EQ(16, sizeof(struct kfdp_queue_ref));
+	EXPECT_LAYOUT(kfdp_queue_ref, status, 12);
+
+	EXPECT_EQ(56, sizeof(struct kfdp_batch));
+	EXPECT_LAYOUT(kfdp_batch, num_entries, 8);
+	EXPECT_LAYOUT(kfdp_batch, flags, 16);
+	EXPECT_LAYOUT(kfdp_batch, num_runlist_updates, 24);
+	EXPECT_LAYOUT(kfdp_batch, lease_ms, 28);
+	EXPECT_LAYOUT(kfdp_batch, elapsed_ns, 32);
+	EXPECT_LAYOUT(kfdp_batch, reserved, 40);
+
+	EXPECT_EQ(24, sizeof(struct kfdp_freeze));
+	EXPECT_LAYOUT(kfdp_freeze, status, 12);
+	EXPECT_LAYOUT(kfdp_freeze, elapsed_ns, 16);
+
+	EXPECT_EQ(32, sizeof(struct kfdp_sim_queue_create));
+	EXPECT_EQ(8, sizeof(struct kfdp_sim_queue_destroy));
+	EXPECT_EQ(40, sizeof(struct kfdp_sim_queue_status));
+
+	EXPECT_EQ(0xBDu, _IOC_TYPE(KFDP_IOC_INFO));
+	EXPECT_EQ(0x07u, _IOC_NR(KFDP_IOC_THAW));
+	EXPECT_EQ(0x40u, _IOC_NR(KFDP_SIM_IOC_CREATE_QUEUE));
+}
+
+FIXTURE(dev) {
+	int fd;
+};
+
+FIXTURE_SETUP(dev)
+{
+	self->fd = open(KFDP_DEV, O_RDWR | O_CLOEXEC);
+	if (self->fd < 0 && errno == ENOENT)
+		SKIP(return, KFDP_DEV " does not exist: kfd_preempt is not loaded");
+	ASSERT_LE(0, self->fd) TH_LOG("open " KFDP_DEV ": %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(dev)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* INFO overwrites every byte: version, limits, sizes, zeroed reserved. */
+TEST_F(dev, info_v1)
+{
+	struct kfdp_info info;
+
+	memset(&info, 0xa5, sizeof(info));
+	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
+	EXPECT_EQ(KFDP_ABI_MAJOR, info.abi_major);
+	EXPECT_EQ(KFDP_ABI_MINOR, info.abi_minor);
+	EXPECT_EQ(KFDP_MAX_BATCH, info.max_batch);
+	EXPECT_EQ(sizeof(struct kfdp_queue_ref), info.sizeof_queue_ref);
+	EXPECT_EQ(sizeof(struct kfdp_queue_info), info.sizeof_queue_info);
+	EXPECT_EQ(0, info.reserved0);
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(0, info.reserved[i]);
+}
+
+/* No capability bit outside those v1 defines. */
+TEST_F(dev, info_caps_defined_bits_only)
+{
+	const __u64 known = KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE |
+			    KFDP_CAP_PID | KFDP_CAP_SIM;
+	struct kfdp_info info = { 0 };
+
+	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
+	EXPECT_EQ(0, info.caps & ~known);
+}
+
+/* Bad destinations: EFAULT, and the call can be repeated afterwards. */
+TEST_F(dev, info_bad_pointer)
+{
+	struct kfdp_info info;
+	void *ro;
+
+	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, NULL));
+	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, (void *)1));
+
+	ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, ro));
+	/* Partly mapped: the struct straddles the end of a mapping. */
+	ASSERT_EQ(0, munmap(ro, 4096));
+	ro = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	ASSERT_EQ(0, munmap((char *)ro + 4096, 4096));
+	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, (char *)ro + 4096 - 32));
+	ASSERT_EQ(0, munmap(ro, 4096));
+
+	EXPECT_EQ(0, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, &info));
+}
+
+/* Numbers that are not v1 ioctls: ENOTTY, including INFO with another size. */
+TEST_F(dev, unknown_ioctl)
+{
+	char buf[256] = { 0 };
+
+	EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, _IO(KFDP_IOC_MAGIC, 0x3f), buf));
+	EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, _IOR(KFDP_IOC_MAGIC, 0x00, char[32]), buf));
+	EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, _IOWR(KFDP_IOC_MAGIC, 0x00, struct kfdp_info), buf));
+	EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, _IOR('K', 0x00, struct kfdp_info), buf));
+	/* The tenant device's numbers mean nothing on the owner device. */
+	EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, KFDP_SIM_IOC_CREATE_QUEUE, buf));
+}
+
+/*
+ * The rest of v1 is in the header but not implemented by this version of
+ * the module: ENOTTY, as for an unknown number, so callers can probe.
+ */
+TEST_F(dev, v1_unimplemented_enotty)
+{
+	const unsigned long cmds[] = {
+		KFDP_IOC_ATTACH, KFDP_IOC_DETACH, KFDP_IOC_QUERY, KFDP_IOC_PREEMPT,
+		KFDP_IOC_RESUME, KFDP_IOC_FREEZE, KFDP_IOC_THAW,
+	};
+	char buf[256] = { 0 };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, cmds[i], buf))
+			TH_LOG("cmd %#lx", cmds[i]);
+}
+
+TEST_HARNESS_MAIN

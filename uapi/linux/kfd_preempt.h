@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note OR MIT */
+/*
+ * kfd_preempt: take selected amdkfd user-mode queues off the GPU and put
+ * them back, keeping their MQDs and CWSR state.
+ *
+ * Version 1 of the interface of /dev/kfd_preempt (and, with the module
+ * parameter sim_nodes > 0, of the simulated tenant device
+ * /dev/kfd_preempt_sim). Documentation/uapi.rst is the reference.
+ *
+ * Common rules:
+ *  - every struct is built from __u32, __s32 and __u64 only, naturally
+ *    aligned, with explicit padding; the sizes given are exact;
+ *  - reserved fields must be zero on input (EINVAL) and are written as zero;
+ *  - unknown flag bits are EINVAL, unknown ioctl numbers ENOTTY;
+ *  - arrays are (entries_ptr, count, entry_size); entry_size below the
+ *    kernel's element size is EINVAL, above it the tail must be zero on input
+ *    and is left untouched on output;
+ *  - num_entries above KFDP_MAX_BATCH is E2BIG;
+ *  - per-entry outcomes go in each entry's status: 0 done, > 0 KFDP_R_*,
+ *    < 0 -errno; the ioctl itself fails only for errors of the whole call;
+ *  - nothing returned contains a kernel address.
+ */
+#ifndef _UAPI_LINUX_KFD_PREEMPT_H
+#define _UAPI_LINUX_KFD_PREEMPT_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define KFDP_IOC_MAGIC 0xBD
+#define KFDP_ABI_MAJOR 1
+#define KFDP_ABI_MINOR 0
+#define KFDP_MAX_BATCH 4096
+
+/* KFDP_IOC_INFO: 64 bytes. */
+#define KFDP_CAP_HWS_BATCH (1ULL << 0) /* one runlist update per node per batch */
+#define KFDP_CAP_MES (1ULL << 1)
+#define KFDP_CAP_FREEZE (1ULL << 2)
+#define KFDP_CAP_PID (1ULL << 3) /* PID attach enabled (module parameter) */
+#define KFDP_CAP_SIM (1ULL << 4) /* simulated nodes present */
+
+struct kfdp_info {
+	__u32 abi_major;		/*  0 out: KFDP_ABI_MAJOR */
+	__u32 abi_minor;		/*  4 out: KFDP_ABI_MINOR */
+	__u64 caps;			/*  8 out: KFDP_CAP_* */
+	__u32 max_batch;		/* 16 out: KFDP_MAX_BATCH */
+	__u32 sizeof_queue_ref;		/* 20 out: sizeof(struct kfdp_queue_ref) */
+	__u32 sizeof_queue_info;	/* 24 out: sizeof(struct kfdp_queue_info) */
+	__u32 reserved0;		/* 28 */
+	__u64 reserved[4];		/* 32 */
+};
+
+/* KFDP_IOC_ATTACH: 40 bytes. Authorises one target process for this owner. */
+enum {
+	KFDP_TARGET_KFD_FD = 1,
+	KFDP_TARGET_PID = 2,
+	KFDP_TARGET_SIM_FD = 3,
+};
+
+/*
+ * An fd that is not the right kind of file: EBADF (not an fd) or EINVAL
+ * (wrong file). KFDP_TARGET_PID without the module parameter: EOPNOTSUPP;
+ * without CAP_SYS_ADMIN: EPERM; no such process: ESRCH; process without KFD
+ * state: ENOENT. Attaching the same process twice from one owner returns the
+ * existing handle.
+ */
+struct kfdp_attach {
+	__u32 kind;		/*  0 in: KFDP_TARGET_* */
+	__s32 fd;		/*  4 in: the target's /dev/kfd (or
+				 *    /dev/kfd_preempt_sim) fd, e.g. from
+				 *    pidfd_getfd(2); -1 for KFDP_TARGET_PID */
+	__s32 pid;		/*  8 in: pid for KFDP_TARGET_PID, else 0 */
+	__u32 flags;		/* 12 in: 0 */
+	__u32 handle;		/* 16 out: attachment handle, never 0 */
+	__s32 tgid;		/* 20 out: target tgid in the caller's pid ns */
+	__u32 num_gpus;		/* 24 out */
+	__u32 reserved0;	/* 28 */
+	__u64 reserved1;	/* 32 */
+};
+
+/* KFDP_IOC_DETACH: 16 bytes. Resumes and thaws everything this owner did
+ * to the target, then forgets the handle.
+ */
+struct kfdp_detach {
+	__u32 handle;		/*  0 in */
+	__u32 flags;		/*  4 in: 0 */
+	__u64 reserved;		/*  8 */
+};
+
+/* KFDP_IOC_QUERY: 48 bytes. Lists the target's queues. */
+struct kfdp_query {
+	__u32 handle;		/*  0 in */
+	__u32 gpu_id;		/*  4 in: 0 = all nodes */
+	__u64 entries_ptr;	/*  8 in: struct kfdp_queue_info[] */
+	__u32 entry_size;	/* 16 in */
+	__u32 capacity;		/* 20 in */
+	__u32 num_queues;	/* 24 out: may exceed capacity */
+	__u32 num_written;	/* 28 out */
+	__u64 reserved[2];	/* 32 */
+};
+
+/* kfdp_queue_info.state */
+enum {
+	KFDP_QS_ACTIVE = 1u << 0,	/* in the runlist (or added to MES) */
+	KFDP_QS_SUSPENDED = 1u << 1,	/* suspended, by anyone */
+	KFDP_QS_OWNED = 1u << 2,	/* preempted by this owner */
+	KFDP_QS_OWNED_OTHER = 1u << 3,	/* preempted by another owner */
+	KFDP_QS_EVICTED = 1u << 4,	/* the process's queues are evicted */
+	KFDP_QS_FROZEN = 1u << 5,	/* frozen by a kfd_preempt owner */
+	KFDP_QS_BEING_DESTROYED = 1u << 6,
+	KFDP_QS_RESET = 1u << 7,	/* the queue or its node was reset */
+	KFDP_QS_GWS = 1u << 8,
+	KFDP_QS_NEW = 1u << 9,		/* EC_QUEUE_NEW still set */
+	KFDP_QS_DEBUGGED = 1u << 10,	/* the process has the debugger enabled */
+};
+
+struct kfdp_queue_info {		/* 96 bytes */
+	__u32 gpu_id;			/*  0 topology gpu_id */
+	__u32 queue_id;			/*  4 */
+	__u32 queue_type;		/*  8 KFD_IOC_QUEUE_TYPE_* values */
+	__u32 state;			/* 12 KFDP_QS_* */
+	__u64 ring_base_address;	/* 16 == hsa_queue_t base_address */
+	__u64 ring_size;		/* 24 */
+	__u64 read_pointer_address;	/* 32 */
+	__u64 write_pointer_address;	/* 40 */
+	__u64 ctx_save_restore_address;	/* 48 */
+	__u32 ctx_save_restore_size;	/* 56 */
+	__u32 doorbell_id;		/* 60 */
+	__u32 doorbell_off;		/* 64 */
+	__u32 priority;			/* 68 */
+	__u32 queue_percent;		/* 72 */
+	__u32 gc_ip_version;		/* 76 e.g. 0x090403 for MI300 */
+	__u64 reserved[2];		/* 80 */
+};
+
+/* KFDP_IOC_PREEMPT / KFDP_IOC_RESUME: 56 bytes, entries of 16 bytes. */
+struct kfdp_queue_ref {
+	__u32 handle;		/*  0 in */
+	__u32 gpu_id;		/*  4 in */
+	__u32 queue_id;		/*  8 in */
+	__s32 status;		/* 12 out: 0, KFDP_R_* or -errno */
+};
+
+enum {
+	KFDP_R_ALREADY = 1,	/* already in the requested state (or a duplicate) */
+	KFDP_R_DEFERRED = 2,	/* recorded; takes effect when the node runs again */
+	KFDP_R_EXTERNAL = 3,	/* resumed behind our back (debugger); ownership dropped */
+};
+
+/*
+ * Entry errnos: ENOENT queue gone; ESRCH target exited; EBUSY being
+ * destroyed, debugged, or owned by another owner; EOPNOTSUPP queue type or
+ * scheduler mode not supported; EIO node reset or scheduler hang (the mark is
+ * kept, nothing is reactivated that KFD would not); EINVAL bad handle or
+ * gpu_id. Duplicate entries in one batch: the later ones get KFDP_R_ALREADY.
+ */
+#define KFDP_BATCH_VALIDATE_ONLY (1u << 0)	/* check every entry, change nothing */
+#define KFDP_BATCH_ALL_OR_NOTHING (1u << 1)	/* any entry invalid: change nothing */
+
+struct kfdp_batch {
+	__u64 entries_ptr;		/*  0 in/out: struct kfdp_queue_ref[] */
+	__u32 num_entries;		/*  8 in */
+	__u32 entry_size;		/* 12 in */
+	__u32 flags;			/* 16 in: KFDP_BATCH_* */
+	__u32 num_ok;			/* 20 out: entries with status 0 */
+	__u32 num_runlist_updates;	/* 24 out: HWS cycles or MES calls issued */
+	__u32 lease_ms;			/* 28 PREEMPT in: 0 = until RESUME, DETACH or
+					 *    close; else the module resumes the
+					 *    queues itself when the lease ends.
+					 *    RESUME: must be 0. */
+	__u64 elapsed_ns;		/* 32 out: wall time of the hardware phase */
+	__u64 reserved[2];		/* 40 */
+};
+
+/*
+ * KFDP_IOC_FREEZE / KFDP_IOC_THAW: 24 bytes. Process-level preemption the
+ * tenant cannot undo; also holds back queues the tenant creates while
+ * frozen. Freezes nest per owner.
+ */
+struct kfdp_freeze {
+	__u32 handle;		/*  0 in */
+	__u32 gpu_id;		/*  4 in: 0 = all nodes of the target */
+	__u32 flags;		/*  8 in: 0 */
+	__s32 status;		/* 12 out: 0 or -errno */
+	__u64 elapsed_ns;	/* 16 out */
+};
+
+#define KFDP_IOC_INFO		_IOR(KFDP_IOC_MAGIC, 0x00, struct kfdp_info)
+#define KFDP_IOC_ATTACH		_IOWR(KFDP_IOC_MAGIC, 0x01, struct kfdp_attach)
+#define KFDP_IOC_DETACH		_IOW(KFDP_IOC_MAGIC, 0x02, struct kfdp_detach)
+#define KFDP_IOC_QUERY		_IOWR(KFDP_IOC_MAGIC, 0x03, struct kfdp_query)
+#define KFDP_IOC_PREEMPT	_IOWR(KFDP_IOC_MAGIC, 0x04, struct kfdp_batch)
+#define KFDP_IOC_RESUME		_IOWR(KFDP_IOC_MAGIC, 0x05, struct kfdp_batch)
+#define KFDP_IOC_FREEZE		_IOWR(KFDP_IOC_MAGIC, 0x06, struct kfdp_freeze)
+#define KFDP_IOC_THAW		_IOWR(KFDP_IOC_MAGIC, 0x07, struct kfdp_freeze)
+
+/*
+ * Simulated nodes (present only with the module parameter sim_nodes=N > 0).
+ * Tenant device /dev/kfd_preempt_sim, mode 0666, one simulated KFD process
+ * per open file.
+ */
+struct kfdp_sim_queue_create {	/* 32 bytes */
+	__u32 node;		/*  0 in: node index < N */
+	__u32 queue_type;	/*  4 in: KFD_IOC_QUEUE_TYPE_* */
+	__u32 priority;		/*  8 in: 0..15 */
+	__u32 queue_id;		/* 12 out */
+	__u32 gpu_id;		/* 16 out */
+	__u32 reserved0;	/* 20 */
+	__u64 reserved1;	/* 24 */
+};
+
+struct kfdp_sim_queue_destroy {	/* 8 bytes */
+	__u32 queue_id;		/*  0 in */
+	__u32 reserved;		/*  4 */
+};
+
+struct kfdp_sim_queue_status {	/* 40 bytes */
+	__u32 queue_id;		/*  0 in */
+	__u32 state;		/*  4 out: KFDP_QS_* */
+	__u64 retired;		/*  8 out: work units retired so far */
+	__u64 in_flight;	/* 16 out: dispatched, not retired */
+	__u64 reserved[2];	/* 24 */
+};
+
+#define KFDP_SIM_IOC_CREATE_QUEUE	_IOWR(KFDP_IOC_MAGIC, 0x40, struct kfdp_sim_queue_create)
+#define KFDP_SIM_IOC_DESTROY_QUEUE	_IOW(KFDP_IOC_MAGIC, 0x41, struct kfdp_sim_queue_destroy)
+#define KFDP_SIM_IOC_QUEUE_STATUS	_IOWR(KFDP_IOC_MAGIC, 0x42, struct kfdp_sim_queue_status)
+
+#endif /* _UAPI_LINUX_KFD_PREEMPT_H */
