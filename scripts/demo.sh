@@ -10,4 +10,5 @@ kfdp_phase toolchain scripts/install-toolchain.sh
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null
 kfdp_phase module make -s modules
 kfdp_phase cli bash -c 'cd userspace && cargo build --quiet --release --bin kfd-preempt'
-kfdp_phase vm tests/vm/run --no-kselftest "$@" -- tests/vm/demo.sh
+kfdp_phase vm tests/vm/run --no-kselftest \
+	--copy userspace/target/release/kfd-preempt "$@" -- tests/vm/demo.sh

@@ -38,12 +38,12 @@ impl MiscDevice for Owner {
         if !unsafe { glue::kfdp_file_may_preempt(file.as_ptr()) } {
             return Err(EPERM);
         }
-        KBox::new(
+        Ok(KBox::new(
             Owner {
                 config: info::Config::from_params(),
             },
             GFP_KERNEL,
-        )
+        )?)
     }
 
     fn ioctl(owner: &Owner, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -3,6 +3,8 @@
 //! `KFDP_IOC_INFO`: what this module implements, so that callers can check
 //! the ABI version and capabilities before relying on them.
 
+use kernel::prelude::*;
+
 use crate::uapi::{
     kfdp_info,
     kfdp_queue_info,
@@ -24,7 +26,7 @@ impl Config {
     /// The configuration given by the module parameters.
     pub(crate) fn from_params() -> Self {
         Self {
-            pid_attach: *crate::module_parameters::pid_attach.value(),
+            pid_attach: crate::module_parameters::pid_attach.value(),
         }
     }
 }

@@ -65,9 +65,10 @@ enum {
  */
 struct kfdp_attach {
 	__u32 kind;		/*  0 in: KFDP_TARGET_* */
-	__s32 fd;		/*  4 in: the target's /dev/kfd (or
-				 *    /dev/kfd_preempt_sim) fd, e.g. from
-				 *    pidfd_getfd(2); -1 for KFDP_TARGET_PID */
+	/*  4 in: the target's /dev/kfd (or /dev/kfd_preempt_sim) fd, e.g.
+	 *    from pidfd_getfd(2); -1 for KFDP_TARGET_PID
+	 */
+	__s32 fd;
 	__s32 pid;		/*  8 in: pid for KFDP_TARGET_PID, else 0 */
 	__u32 flags;		/* 12 in: 0 */
 	__u32 handle;		/* 16 out: attachment handle, never 0 */
@@ -163,10 +164,10 @@ struct kfdp_batch {
 	__u32 flags;			/* 16 in: KFDP_BATCH_* */
 	__u32 num_ok;			/* 20 out: entries with status 0 */
 	__u32 num_runlist_updates;	/* 24 out: HWS cycles or MES calls issued */
-	__u32 lease_ms;			/* 28 PREEMPT in: 0 = until RESUME, DETACH or
-					 *    close; else the module resumes the
-					 *    queues itself when the lease ends.
-					 *    RESUME: must be 0. */
+	/* 28 PREEMPT in: 0 = until RESUME, DETACH or close; else the module
+	 *    resumes the queues itself when the lease ends. RESUME: must be 0.
+	 */
+	__u32 lease_ms;
 	__u64 elapsed_ns;		/* 32 out: wall time of the hardware phase */
 	__u64 reserved[2];		/* 40 */
 };

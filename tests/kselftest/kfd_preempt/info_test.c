@@ -161,9 +161,13 @@ TEST_F(dev, v1_unimplemented_enotty)
 	};
 	char buf[256] = { 0 };
 
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, cmds[i], buf))
-			TH_LOG("cmd %#lx", cmds[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
+		unsigned long cmd = cmds[i];
+
+		EXPECT_EQ(ENOTTY, kfdp_ioctl_errno(self->fd, cmd, buf)) {
+			TH_LOG("cmd %#lx", cmd);
+		}
+	}
 }
 
 TEST_HARNESS_MAIN

@@ -11,7 +11,12 @@ const USAGE: &str = "usage: kfd-preempt info";
 fn info() -> Result<(), Error> {
     let info = Device::open()?.info()?;
     println!("abi:        {}.{}", info.abi_major, info.abi_minor);
-    println!("caps:       {}", info.caps.names().join(" "));
+    let caps = info.caps.names();
+    if caps.is_empty() {
+        println!("caps:       (none)");
+    } else {
+        println!("caps:       {}", caps.join(" "));
+    }
     println!("max batch:  {}", info.max_batch);
     println!(
         "structs:    queue_ref {} bytes, queue_info {} bytes",
