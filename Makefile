@@ -6,7 +6,8 @@
 #                        scripts/build-kernel.sh) or KDIR=<built kernel tree>
 #   make check           provision everything and run every test suite
 #   make demo            provision everything and run the demo in the VM
-#   make lint            W=1 + CLIPPY=1 build, rustfmt check, checkpatch
+#   make lint            rustfmt check and checkpatch (scripts/lint.sh);
+#                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
 # On a real host:  make KDIR=/lib/modules/$(uname -r)/build LLVM=1 \
 #                       AMDGPU_SRC=/usr/src/amdgpu-<ver>/amd   (DKMS only)
@@ -43,3 +44,9 @@ demo:
 
 lint:
 	scripts/lint.sh
+
+rustfmtcheck:
+	scripts/lint.sh rustfmt-module rustfmt-userspace
+
+checkpatch:
+	scripts/lint.sh checkpatch

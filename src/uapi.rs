@@ -95,37 +95,4 @@ macro_rules! abi_struct {
 
 fn assert_no_padding<T: zerocopy::FromBytes + zerocopy::IntoBytes>() {}
 
-abi_struct!(kfdp_info, 64, {
-    abi_major: 0, abi_minor: 4, caps: 8, max_batch: 16, sizeof_queue_ref: 20,
-    sizeof_queue_info: 24, reserved0: 28, reserved: 32,
-});
-abi_struct!(kfdp_attach, 40, {
-    kind: 0, fd: 4, pid: 8, flags: 12, handle: 16, tgid: 20, num_gpus: 24,
-    reserved0: 28, reserved1: 32,
-});
-abi_struct!(kfdp_detach, 16, { handle: 0, flags: 4, reserved: 8 });
-abi_struct!(kfdp_query, 48, {
-    handle: 0, gpu_id: 4, entries_ptr: 8, entry_size: 16, capacity: 20,
-    num_queues: 24, num_written: 28, reserved: 32,
-});
-abi_struct!(kfdp_queue_info, 96, {
-    gpu_id: 0, queue_id: 4, queue_type: 8, state: 12, ring_base_address: 16,
-    ring_size: 24, read_pointer_address: 32, write_pointer_address: 40,
-    ctx_save_restore_address: 48, ctx_save_restore_size: 56, doorbell_id: 60,
-    doorbell_off: 64, priority: 68, queue_percent: 72, gc_ip_version: 76,
-    reserved: 80,
-});
-abi_struct!(kfdp_queue_ref, 16, { handle: 0, gpu_id: 4, queue_id: 8, status: 12 });
-abi_struct!(kfdp_batch, 56, {
-    entries_ptr: 0, num_entries: 8, entry_size: 12, flags: 16, num_ok: 20,
-    num_runlist_updates: 24, lease_ms: 28, elapsed_ns: 32, reserved: 40,
-});
-abi_struct!(kfdp_freeze, 24, { handle: 0, gpu_id: 4, flags: 8, status: 12, elapsed_ns: 16 });
-abi_struct!(kfdp_sim_queue_create, 32, {
-    node: 0, queue_type: 4, priority: 8, queue_id: 12, gpu_id: 16, reserved0: 20,
-    reserved1: 24,
-});
-abi_struct!(kfdp_sim_queue_destroy, 8, { queue_id: 0, reserved: 4 });
-abi_struct!(kfdp_sim_queue_status, 40, {
-    queue_id: 0, state: 4, retired: 8, in_flight: 16, reserved: 24,
-});
+include!("../uapi/kfd_preempt_layout.rs");
