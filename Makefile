@@ -16,13 +16,17 @@
 # on the command line (KDIR=, LLVM=, RUSTC=, BINDGEN=, RUST_LIB_SRC=).
 ifeq ($(origin KDIR),undefined)
 $(foreach a,$(shell scripts/kmake-args.sh),$(eval $(a)))
+# The test kernel runs the KUnit suites at insmod; any other kernel gets
+# them only when asked for (KFDP_KUNIT=1), see Kbuild.
+KFDP_KUNIT ?= 1
 endif
+KFDP_KUNIT ?= 0
 
 KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(LLVM),LLVM=$(LLVM)) $(if $(RUSTC),RUSTC=$(RUSTC)) \
 	$(if $(BINDGEN),BINDGEN=$(BINDGEN)) \
 	$(if $(RUST_LIB_SRC),RUST_LIB_SRC=$(RUST_LIB_SRC)) \
-	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC))
+	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT)
 
 .PHONY: all modules clean check demo lint rustfmtcheck checkpatch
 

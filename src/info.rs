@@ -59,6 +59,7 @@ pub(crate) fn info(config: Config) -> kfdp_info {
     }
 }
 
+#[cfg(kfdp_kunit)]
 #[kunit_tests(kfdp_info)]
 mod tests {
     use super::*;

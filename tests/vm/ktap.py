@@ -167,7 +167,7 @@ def kselftest_streams(results):
     return streams
 
 
-def main(console_path, results_path):
+def main(console_path, results_path, expected):
     with open(console_path, errors="replace") as f:
         console = f.readlines()
     with open(results_path, errors="replace") as f:
@@ -178,6 +178,11 @@ def main(console_path, results_path):
     for s in streams:
         print(f"{s.label}: {s.passed} passed, {s.failed} failed, {s.skipped} skipped")
         problems += s.problems
+
+    reported = {s.label for s in streams}
+    for label in expected:
+        if label not in reported:
+            problems.append(f"{label}: expected, but it reported nothing")
 
     for raw in results:
         m = re.match(r"^# kfdp-vm: (step (\S+)|extra end) rc=(\d+)", raw.strip())
@@ -202,4 +207,5 @@ def main(console_path, results_path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    # usage: ktap.py console.log results.log [expected suite label ...]
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
