@@ -12,6 +12,7 @@ packages=(
 	rustc-web rust-web-src rust-web-clippy
 	flex bison bc libelf-dev libssl-dev cpio kmod xz-utils
 	qemu-system-x86 busybox-static
+	gcc-multilib # 32-bit kselftests for the compat ioctl path
 )
 
 missing=()

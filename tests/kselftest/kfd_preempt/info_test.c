@@ -123,12 +123,12 @@ TEST_F(dev, info_bad_pointer)
 	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, (void *)1));
 
 	ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, ro);
+	ASSERT_TRUE(ro != MAP_FAILED);
 	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, ro));
 	/* Partly mapped: the struct straddles the end of a mapping. */
 	ASSERT_EQ(0, munmap(ro, 4096));
 	ro = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, ro);
+	ASSERT_TRUE(ro != MAP_FAILED);
 	ASSERT_EQ(0, munmap((char *)ro + 4096, 4096));
 	EXPECT_EQ(EFAULT, kfdp_ioctl_errno(self->fd, KFDP_IOC_INFO, (char *)ro + 4096 - 32));
 	ASSERT_EQ(0, munmap(ro, 4096));
