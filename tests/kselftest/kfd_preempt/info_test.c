@@ -10,58 +10,64 @@
 #include "kselftest_harness.h"
 #include "kfdp_test.h"
 
-#define EXPECT_LAYOUT(type, field, off) \
-	EXPECT_EQ((size_t)(off), offsetof(struct type, field))
+struct layout {
+	const char *what;
+	size_t actual, expected;
+};
 
-/* Sizes and offsets of every struct, as uapi.rst gives them. */
+#define SIZE(type, bytes) { #type, sizeof(struct type), bytes }
+#define OFFSET(type, field, off) { #type "." #field, offsetof(struct type, field), off }
+
+/* Sizes and offsets as uapi.rst gives them (and uapi/kfd_preempt_layout.rs). */
+static const struct layout layouts[] = {
+	SIZE(kfdp_info, 64),
+	OFFSET(kfdp_info, caps, 8),
+	OFFSET(kfdp_info, max_batch, 16),
+	OFFSET(kfdp_info, sizeof_queue_info, 24),
+	OFFSET(kfdp_info, reserved, 32),
+	SIZE(kfdp_attach, 40),
+	OFFSET(kfdp_attach, pid, 8),
+	OFFSET(kfdp_attach, handle, 16),
+	OFFSET(kfdp_attach, num_gpus, 24),
+	OFFSET(kfdp_attach, reserved1, 32),
+	SIZE(kfdp_detach, 16),
+	OFFSET(kfdp_detach, reserved, 8),
+	SIZE(kfdp_query, 48),
+	OFFSET(kfdp_query, entries_ptr, 8),
+	OFFSET(kfdp_query, entry_size, 16),
+	OFFSET(kfdp_query, num_queues, 24),
+	OFFSET(kfdp_query, reserved, 32),
+	SIZE(kfdp_queue_info, 96),
+	OFFSET(kfdp_queue_info, ring_base_address, 16),
+	OFFSET(kfdp_queue_info, ctx_save_restore_size, 56),
+	OFFSET(kfdp_queue_info, gc_ip_version, 76),
+	OFFSET(kfdp_queue_info, reserved, 80),
+	SIZE(kfdp_queue_ref, 16),
+	OFFSET(kfdp_queue_ref, status, 12),
+	SIZE(kfdp_batch, 56),
+	OFFSET(kfdp_batch, num_entries, 8),
+	OFFSET(kfdp_batch, flags, 16),
+	OFFSET(kfdp_batch, num_runlist_updates, 24),
+	OFFSET(kfdp_batch, lease_ms, 28),
+	OFFSET(kfdp_batch, elapsed_ns, 32),
+	OFFSET(kfdp_batch, reserved, 40),
+	SIZE(kfdp_freeze, 24),
+	OFFSET(kfdp_freeze, status, 12),
+	OFFSET(kfdp_freeze, elapsed_ns, 16),
+	SIZE(kfdp_sim_queue_create, 32),
+	SIZE(kfdp_sim_queue_destroy, 8),
+	SIZE(kfdp_sim_queue_status, 40),
+};
+
 TEST(abi_layout)
 {
-	EXPECT_EQ(64, sizeof(struct kfdp_info));
-	EXPECT_LAYOUT(kfdp_info, caps, 8);
-	EXPECT_LAYOUT(kfdp_info, max_batch, 16);
-	EXPECT_LAYOUT(kfdp_info, sizeof_queue_info, 24);
-	EXPECT_LAYOUT(kfdp_info, reserved, 32);
+	for (size_t i = 0; i < ARRAY_SIZE(layouts); i++) {
+		const struct layout *l = &layouts[i];
 
-	EXPECT_EQ(40, sizeof(struct kfdp_attach));
-	EXPECT_LAYOUT(kfdp_attach, pid, 8);
-	EXPECT_LAYOUT(kfdp_attach, handle, 16);
-	EXPECT_LAYOUT(kfdp_attach, num_gpus, 24);
-	EXPECT_LAYOUT(kfdp_attach, reserved1, 32);
-
-	EXPECT_EQ(16, sizeof(struct kfdp_detach));
-	EXPECT_LAYOUT(kfdp_detach, reserved, 8);
-
-	EXPECT_EQ(48, sizeof(struct kfdp_query));
-	EXPECT_LAYOUT(kfdp_query, entries_ptr, 8);
-	EXPECT_LAYOUT(kfdp_query, entry_size, 16);
-	EXPECT_LAYOUT(kfdp_query, num_queues, 24);
-	EXPECT_LAYOUT(kfdp_query, reserved, 32);
-
-	EXPECT_EQ(96, sizeof(struct kfdp_queue_info));
-	EXPECT_LAYOUT(kfdp_queue_info, ring_base_address, 16);
-	EXPECT_LAYOUT(kfdp_queue_info, ctx_save_restore_size, 56);
-	EXPECT_LAYOUT(kfdp_queue_info, gc_ip_version, 76);
-	EXPECT_LAYOUT(kfdp_queue_info, reserved, 80);
-
-	EXPECT_EQ(16, sizeof(struct kfdp_queue_ref));
-	EXPECT_LAYOUT(kfdp_queue_ref, status, 12);
-
-	EXPECT_EQ(56, sizeof(struct kfdp_batch));
-	EXPECT_LAYOUT(kfdp_batch, num_entries, 8);
-	EXPECT_LAYOUT(kfdp_batch, flags, 16);
-	EXPECT_LAYOUT(kfdp_batch, num_runlist_updates, 24);
-	EXPECT_LAYOUT(kfdp_batch, lease_ms, 28);
-	EXPECT_LAYOUT(kfdp_batch, elapsed_ns, 32);
-	EXPECT_LAYOUT(kfdp_batch, reserved, 40);
-
-	EXPECT_EQ(24, sizeof(struct kfdp_freeze));
-	EXPECT_LAYOUT(kfdp_freeze, status, 12);
-	EXPECT_LAYOUT(kfdp_freeze, elapsed_ns, 16);
-
-	EXPECT_EQ(32, sizeof(struct kfdp_sim_queue_create));
-	EXPECT_EQ(8, sizeof(struct kfdp_sim_queue_destroy));
-	EXPECT_EQ(40, sizeof(struct kfdp_sim_queue_status));
-
+		EXPECT_EQ(l->expected, l->actual) {
+			TH_LOG("%s", l->what);
+		}
+	}
 	EXPECT_EQ(0xBDu, _IOC_TYPE(KFDP_IOC_INFO));
 	EXPECT_EQ(0x07u, _IOC_NR(KFDP_IOC_THAW));
 	EXPECT_EQ(0x40u, _IOC_NR(KFDP_SIM_IOC_CREATE_QUEUE));
