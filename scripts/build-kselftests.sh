@@ -5,7 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-src=$(readlink -f "$(kfdp_kernel_build_dir)/source")
+src=$(kfdp_kernel_src_dir)
 out=$KFDP_ROOT/out/kselftest
 mkdir -p "$out"
 make -s -C "$KFDP_ROOT/tests/kselftest/kfd_preempt" \

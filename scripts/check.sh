@@ -56,7 +56,7 @@ cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste 
 [ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 
-vm_out=$(kfdp_phase vm tests/vm/run --out out/vm --timeout "${KFDP_VM_TIMEOUT:-900}" 2>&1)
+vm_out=$(kfdp_phase vm tests/vm/run --out out/vm 2>&1)
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 

@@ -63,3 +63,8 @@ kfdp_kernel_build_dir() {
 	[ -r "$f" ] || kfdp_die "no kernel built yet: run scripts/build-kernel.sh"
 	cat "$f"
 }
+
+# The kernel source tree of that build (its `source` link).
+kfdp_kernel_src_dir() {
+	readlink -f "$(kfdp_kernel_build_dir)/source"
+}

@@ -9,7 +9,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
-src=$(readlink -f "$(kfdp_kernel_build_dir)/source")
+src=$(kfdp_kernel_src_dir)
 cd "$KFDP_ROOT"
 
 rustfmt-module() {
