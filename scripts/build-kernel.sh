@@ -35,7 +35,7 @@ if [ ! -e "$out/.built" ]; then
 	# merge_config does not fail when a dependency drops an option; check
 	# the ones the rig relies on so a silent drop cannot pass unnoticed.
 	for opt in RUST DRM_AMDGPU HSA_AMD KUNIT DEBUG_FS KASAN PROVE_LOCKING \
-		DEBUG_ATOMIC_SLEEP DEBUG_LIST UNIX MODULE_UNLOAD; do
+		DEBUG_ATOMIC_SLEEP DEBUG_LIST UNIX MODULE_UNLOAD MODULE_SRCVERSION_ALL; do
 		grep -Eq "^CONFIG_$opt=(y|m)$" "$out/.config" ||
 			kfdp_die "CONFIG_$opt did not survive olddefconfig; check $fragment"
 	done

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `/dev/kfd_preempt`: the misc device through which schedulers call the
-//! module. Each open file is an independent owner (`Documentation/uapi.rst`).
+//! module. Each open file is an independent [`Owner`]
+//! (`Documentation/uapi.rst`).
+//!
+//! This file only moves bytes: it copies each ioctl's argument in once,
+//! checks the fields that concern the whole call, and hands the decoded
+//! request to the owner.
 
 use kernel::{
     fs::File,
@@ -11,58 +16,96 @@ use kernel::{
         MiscDeviceRegistration, //
     },
     prelude::*,
-    uaccess::UserSlice,
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
 };
 
 use crate::{
+    amdkfd::AmdKfd,
+    backend::{
+        Backend,
+        Op, //
+    },
+    batch,
     glue,
     info,
+    owner::Owner,
+    query,
     uapi, //
 };
 
-/// The state of one open `/dev/kfd_preempt` file: one owner.
-///
-/// Owners will hold their attachments, preemptions and freezes; until those
-/// ioctls are implemented an owner only answers `KFDP_IOC_INFO`.
-pub(crate) struct Owner {
-    config: info::Config,
-}
-
 #[vtable]
-impl MiscDevice for Owner {
-    type Ptr = KBox<Self>;
+impl MiscDevice for Owner<AmdKfd> {
+    type Ptr = Arc<Self>;
 
-    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<KBox<Self>> {
+    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Self>> {
         // SAFETY: `file.as_ptr()` is the file being opened, valid for the
         // whole call; the glue only reads its credentials.
         if !unsafe { glue::kfdp_file_may_preempt(file.as_ptr()) } {
             return Err(EPERM);
         }
-        Ok(KBox::new(
-            Owner {
-                config: info::Config::from_params(),
-            },
-            GFP_KERNEL,
-        )?)
+        Owner::new(AmdKfd, crate::module_parameters::pid_attach.value())
     }
 
-    fn ioctl(owner: &Owner, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
-        match cmd {
-            uapi::KFDP_IOC_INFO => {
-                user.writer().write(&info::info(owner.config))?;
-                Ok(0)
-            }
-            // The rest of v1 is defined in the header but not implemented
-            // yet; callers learn that from ENOTTY, as for an unknown number.
-            uapi::KFDP_IOC_ATTACH
-            | uapi::KFDP_IOC_DETACH
-            | uapi::KFDP_IOC_QUERY
-            | uapi::KFDP_IOC_PREEMPT
-            | uapi::KFDP_IOC_RESUME
-            | uapi::KFDP_IOC_FREEZE
-            | uapi::KFDP_IOC_THAW => Err(ENOTTY),
-            _ => Err(ENOTTY),
+    fn release(owner: Arc<Self>, _file: &File) {
+        owner.close();
+    }
+
+    fn ioctl(owner: ArcBorrow<'_, Self>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let owner: Arc<Self> = owner.into();
+        dispatch(&owner, cmd, arg)?;
+        Ok(0)
+    }
+}
+
+/// One ioctl of an owner, whatever its backend.
+pub(crate) fn dispatch<B: Backend>(owner: &Arc<Owner<B>>, cmd: u32, arg: usize) -> Result {
+    let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
+    match cmd {
+        uapi::KFDP_IOC_INFO => {
+            let config = info::Config {
+                pid_attach: owner.pid_attach,
+                backend_caps: owner.backend.caps(),
+            };
+            user.writer().write(&info::info(config))
         }
+        uapi::KFDP_IOC_ATTACH => {
+            let (mut r, mut w) = user.reader_writer();
+            let mut a: uapi::kfdp_attach = r.read()?;
+            // SAFETY: Reads current's credentials, no other state.
+            let sys_admin = unsafe { glue::kfdp_capable_sys_admin() };
+            // Probe the output before anything changes (EFAULT changes nothing).
+            w.write(&a)?;
+            owner.attach(&mut a, sys_admin)?;
+            let mut w2 = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd)).writer();
+            let res = w2.write(&a);
+            owner.rearm();
+            res
+        }
+        uapi::KFDP_IOC_DETACH => {
+            let d: uapi::kfdp_detach = user.reader().read()?;
+            owner.detach(&d)?;
+            owner.rearm();
+            Ok(())
+        }
+        uapi::KFDP_IOC_QUERY => query::query(owner, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_PREEMPT => batch::batch(owner, Op::Preempt, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_RESUME => batch::batch(owner, Op::Resume, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_FREEZE | uapi::KFDP_IOC_THAW => {
+            let (mut r, mut w) = user.reader_writer();
+            let mut f: uapi::kfdp_freeze = r.read()?;
+            w.write(&f)?;
+            owner.freeze(&mut f, cmd == uapi::KFDP_IOC_THAW)?;
+            UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
+                .writer()
+                .write(&f)
+        }
+        _ => Err(ENOTTY),
     }
 }

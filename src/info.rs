@@ -20,24 +20,16 @@ use crate::uapi::{
 pub(crate) struct Config {
     /// `pid_attach` module parameter: `KFDP_TARGET_PID` is allowed.
     pub(crate) pid_attach: bool,
-}
-
-impl Config {
-    /// The configuration given by the module parameters.
-    pub(crate) fn from_params() -> Self {
-        Self {
-            pid_attach: crate::module_parameters::pid_attach.value(),
-        }
-    }
+    /// What the backends provide (`crate::backend::Backend::caps`).
+    pub(crate) backend_caps: u64,
 }
 
 /// Capability bits for `kfdp_info::caps`.
 ///
-/// Only what is implemented is reported: the preemption mechanisms
-/// (`KFDP_CAP_HWS_BATCH`, `KFDP_CAP_MES`, `KFDP_CAP_FREEZE`) and simulated
-/// nodes (`KFDP_CAP_SIM`) are added by the code that implements them.
+/// Only what is implemented is reported: the mechanisms come from the
+/// backends, PID attach from the module parameter.
 fn caps(config: Config) -> u64 {
-    let mut caps = 0;
+    let mut caps = config.backend_caps;
     if config.pid_attach {
         caps |= u64::from(KFDP_CAP_PID);
     }
@@ -72,7 +64,7 @@ mod tests {
 
     #[test]
     fn reports_version_and_sizes() {
-        let i = info(Config { pid_attach: false });
+        let i = info(Config { pid_attach: false, backend_caps: 0 });
         assert_eq!(i.abi_major, 1);
         assert_eq!(i.abi_minor, 0);
         assert_eq!(i.max_batch, 4096);
@@ -82,24 +74,33 @@ mod tests {
 
     #[test]
     fn reserved_fields_are_zero() {
-        let i = info(Config { pid_attach: true });
+        let i = info(Config { pid_attach: true, backend_caps: 0 });
         assert_eq!(i.reserved0, 0);
         assert_eq!(i.reserved, [0u64; 4]);
     }
 
     #[test]
     fn pid_cap_follows_parameter() {
-        assert_eq!(info(Config { pid_attach: false }).caps, 0);
+        assert_eq!(info(Config { pid_attach: false, backend_caps: 0 }).caps, 0);
         assert_eq!(
-            info(Config { pid_attach: true }).caps,
+            info(Config { pid_attach: true, backend_caps: 0 }).caps,
             u64::from(KFDP_CAP_PID)
         );
     }
 
     #[test]
-    fn unimplemented_mechanisms_not_claimed() {
-        let unimplemented = u64::from(KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE)
-            | u64::from(KFDP_CAP_SIM);
-        assert_eq!(info(Config { pid_attach: true }).caps & unimplemented, 0);
+    fn caps_are_exactly_the_backends_and_pid() {
+        let amdkfd = u64::from(KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE);
+        let c = Config {
+            pid_attach: false,
+            backend_caps: amdkfd,
+        };
+        assert_eq!(info(c).caps, amdkfd);
+        assert_eq!(info(c).caps & u64::from(KFDP_CAP_SIM), 0);
+        let c = Config {
+            pid_attach: true,
+            backend_caps: amdkfd,
+        };
+        assert_eq!(info(c).caps, amdkfd | u64::from(KFDP_CAP_PID));
     }
 }

@@ -1,22 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kfd_preempt glue: capability checks and, later, everything that must see
- * amdkfd's private structures (Documentation/design.rst).
+ * kfd_preempt glue: rights, and the facts about amdkfd and amdgpu.ko the
+ * rest of the glue relies on (Documentation/design.rst).
  */
 
 #include <linux/capability.h>
 #include <linux/fs.h>
 #include <linux/user_namespace.h>
 
-#include "kfd_priv.h"
-
-#include "kfdp_glue.h"
+#include "kfdp_glue_priv.h"
+#include "kfdp_amdgpu_id.h"
 
 /*
- * Facts about amdkfd the glue relies on (Documentation/design.rst). They are
- * checked against the headers of the amdgpu source the module is built
- * against (AMDGPU_SRC), so that building against another amdkfd fails here
- * instead of misbehaving at run time.
+ * Facts about amdkfd the glue relies on. They are checked against the
+ * headers of the amdgpu source the module is built against (AMDGPU_SRC), so
+ * that building against another amdkfd fails here instead of misbehaving at
+ * run time.
  */
 static_assert(KFD_CONTEXT_ID_PRIMARY == 0xFFFF,
 	      "secondary-context check assumes the 7.x primary context id");
@@ -26,4 +25,16 @@ static_assert(KFD_MAX_NUM_OF_QUEUES_PER_PROCESS == 1024,
 bool kfdp_file_may_preempt(const struct file *file)
 {
 	return file_ns_capable(file, &init_user_ns, CAP_SYS_NICE);
+}
+
+/* PID attach bypasses the ptrace checks of pidfd_getfd(2): admin only. */
+bool kfdp_capable_sys_admin(void)
+{
+	return capable(CAP_SYS_ADMIN);
+}
+
+/* Recorded by Kbuild from the amdgpu.ko built from AMDGPU_SRC. */
+const char *kfdp_amdgpu_built_srcversion(void)
+{
+	return KFDP_AMDGPU_SRCVERSION;
 }

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KFDP_IOC_PREEMPT and KFDP_IOC_RESUME: copying a batch in once, checking
+//! what concerns the whole call, and writing the per-entry statuses back.
+//! The engine itself is [`Owner::run_batch`].
+
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use crate::{
+    backend::{
+        Backend,
+        Op, //
+    },
+    owner::{
+        Owner,
+        MAX_LEASE_MS, //
+    },
+    uapi::{
+        kfdp_batch,
+        kfdp_queue_ref,
+        KFDP_BATCH_ALL_OR_NOTHING,
+        KFDP_BATCH_VALIDATE_ONLY,
+        KFDP_MAX_BATCH, //
+    },
+};
+
+/// Size of the kernel's element; larger `entry_size`s carry a tail that must
+/// be zero (`copy_struct_from_user` semantics).
+const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
+
+/// The user address of element `i` of an array.
+pub(crate) fn element(base: u64, i: usize, size: usize) -> Result<UserPtr> {
+    let off = i.checked_mul(size).ok_or(EINVAL)?;
+    let base = usize::try_from(base).map_err(|_| EFAULT)?;
+    Ok(UserPtr::from_addr(base.checked_add(off).ok_or(EFAULT)?))
+}
+
+/// Checks that the `len` bytes at `ptr` are zero: E2BIG otherwise, as
+/// `copy_struct_from_user` answers for a non-zero tail.
+pub(crate) fn check_zero_tail(ptr: UserPtr, len: usize) -> Result {
+    let mut reader = UserSlice::new(ptr, len).reader();
+    let mut buf = [0u8; 64];
+    while !reader.is_empty() {
+        let n = reader.len().min(buf.len());
+        reader.read_slice(&mut buf[..n])?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Err(E2BIG);
+        }
+    }
+    Ok(())
+}
+
+/// Validates a batch header: everything here fails the whole call.
+pub(crate) fn check_header(b: &kfdp_batch, op: Op) -> Result {
+    if b.flags & !(KFDP_BATCH_VALIDATE_ONLY | KFDP_BATCH_ALL_OR_NOTHING) != 0 {
+        return Err(EINVAL);
+    }
+    if b.reserved != [0; 2] {
+        return Err(EINVAL);
+    }
+    if b.num_entries > KFDP_MAX_BATCH {
+        return Err(E2BIG);
+    }
+    if (b.entry_size as usize) < REF_SIZE {
+        return Err(EINVAL);
+    }
+    match op {
+        Op::Preempt if b.lease_ms > MAX_LEASE_MS => Err(EINVAL),
+        Op::Resume if b.lease_ms != 0 => Err(EINVAL),
+        _ => Ok(()),
+    }
+}
+
+fn read_entries(b: &kfdp_batch) -> Result<KVec<kfdp_queue_ref>> {
+    let n = b.num_entries as usize;
+    let size = b.entry_size as usize;
+    // `n` is at most KFDP_MAX_BATCH here: the allocation is bounded.
+    let mut entries = KVec::with_capacity(n, GFP_KERNEL)?;
+    for i in 0..n {
+        let ptr = element(b.entries_ptr, i, size)?;
+        let e: kfdp_queue_ref = UserSlice::new(ptr, REF_SIZE).reader().read()?;
+        if size > REF_SIZE {
+            check_zero_tail(ptr.wrapping_byte_add(REF_SIZE), size - REF_SIZE)?;
+        }
+        entries.push(e, GFP_KERNEL)?;
+    }
+    Ok(entries)
+}
+
+fn write_entries(b: &kfdp_batch, entries: &[kfdp_queue_ref]) -> Result {
+    for (i, e) in entries.iter().enumerate() {
+        let ptr = element(b.entries_ptr, i, b.entry_size as usize)?;
+        UserSlice::new(ptr, REF_SIZE).writer().write(e)?;
+    }
+    Ok(())
+}
+
+/// KFDP_IOC_PREEMPT (`op == Op::Preempt`) or KFDP_IOC_RESUME.
+pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size: usize) -> Result {
+    let header = || UserSlice::new(UserPtr::from_addr(arg), size);
+    let mut b: kfdp_batch = header().reader().read()?;
+    check_header(&b, op)?;
+    let mut entries = read_entries(&b)?;
+    // Every output is written once before anything changes, so that a bad
+    // pointer is EFAULT with nothing changed.
+    header().writer().write(&b)?;
+    write_entries(&b, &entries)?;
+
+    let applied = {
+        let mut guard = owner.state.lock();
+        let state = &mut *guard;
+        owner.sweep(state);
+        owner.run_batch(state, op, b.flags, b.lease_ms, &mut entries)
+    };
+
+    b.num_ok = entries.iter().filter(|e| e.status == 0).count() as u32;
+    b.num_runlist_updates = applied.runlist_updates;
+    b.elapsed_ns = applied.elapsed_ns;
+    let res = write_entries(&b, &entries).and_then(|()| header().writer().write(&b));
+    if op == Op::Preempt && b.lease_ms != 0 {
+        owner.rearm();
+    }
+    res
+}

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Preempting and resuming queues through amdkfd's device queue manager
+ * (Documentation/design.rst, "The mechanism").
+ *
+ * HWS (MI300): under dqm_lock, mark every queue of the batch on a node as
+ * amdkfd's debugger does (is_suspended, is_active, the dqm counters), then
+ * call dqm->ops.update_queue() once on one of them: that is one unmap and
+ * one new runlist for the node, whatever the number of queues and
+ * processes. MES (GC 11/12) has no runlist: the same marks, then one
+ * update_queue() per queue, which becomes remove_queue_mes/add_queue_mes.
+ * Freeze is amdkfd's own nesting eviction (evict/restore_process_queues).
+ */
+
+#include <linux/ktime.h>
+#include <linux/sched/mm.h>
+
+#include <linux/kfd_preempt.h>
+
+#include "kfdp_glue_priv.h"
+
+/* Per-item progress, in kfdp_glue_item.state (private to this file). */
+#define KFDP_ITEM_RESOLVED	(1u << 0) /* pdd found, mm_users held */
+#define KFDP_ITEM_GROUPED	(1u << 1) /* its node has been handled */
+#define KFDP_ITEM_NEEDS_TRIGGER	(1u << 2) /* HWS: is_active changed */
+#define KFDP_ITEM_NEEDS_CALL	(1u << 3) /* MES: one update_queue of its own */
+
+/*
+ * Copies of amdkfd's static increment/decrement_queue_count()
+ * (amdkfd/kfd_device_queue_manager.c). active_queue_count must equal the
+ * number of is_active queues: the runlist IB is sized from it. The copies
+ * are fingerprinted at build time (scripts/check-amdkfd-fingerprints.sh).
+ */
+static void kfdp_increment_queue_count(struct device_queue_manager *dqm,
+				       struct qcm_process_device *qpd,
+				       struct queue *q)
+{
+	dqm->active_queue_count++;
+	if (q->properties.type == KFD_QUEUE_TYPE_COMPUTE)
+		dqm->active_cp_queue_count++;
+	if (q->properties.is_gws) {
+		dqm->gws_queue_count++;
+		qpd->mapped_gws_queue = true;
+	}
+}
+
+static void kfdp_decrement_queue_count(struct device_queue_manager *dqm,
+				       struct qcm_process_device *qpd,
+				       struct queue *q)
+{
+	dqm->active_queue_count--;
+	if (q->properties.type == KFD_QUEUE_TYPE_COMPUTE)
+		dqm->active_cp_queue_count--;
+	if (q->properties.is_gws) {
+		dqm->gws_queue_count--;
+		qpd->mapped_gws_queue = false;
+	}
+}
+
+static bool kfdp_node_uses_mes(const struct device_queue_manager *dqm)
+{
+	return dqm->dev->kfd->shared_resources.enable_mes;
+}
+
+/* Queue ids are reused, so a queue is always looked up again under lock. */
+static struct queue *kfdp_find_queue(struct kfd_process_device *pdd, u32 id)
+{
+	struct queue *q;
+
+	list_for_each_entry(q, &pdd->qpd.queues_list, list)
+		if (q->properties.queue_id == id)
+			return q;
+	return NULL;
+}
+
+static struct device_queue_manager *kfdp_item_dqm(struct kfdp_glue_item *it)
+{
+	return ((struct kfd_process_device *)it->pdd)->dev->dqm;
+}
+
+/* Called with dqm_lock held. */
+static void kfdp_mark(struct device_queue_manager *dqm,
+		      struct kfdp_glue_item *it, bool dry_run)
+{
+	struct kfd_process_device *pdd = it->pdd;
+	bool owned = it->flags & KFDP_GLUE_ITEM_OWNED;
+	struct queue *q = kfdp_find_queue(pdd, it->queue_id);
+
+	it->marked = false;
+	if (!q) {
+		it->status = -ENOENT;
+		return;
+	}
+	if (q->properties.type != KFD_QUEUE_TYPE_COMPUTE) {
+		it->status = -EOPNOTSUPP;
+		return;
+	}
+	if (q->properties.is_suspended) {
+		/* Ours: nothing to do. Anyone else's: the debugger, or another owner. */
+		it->status = owned ? KFDP_R_ALREADY : -EBUSY;
+		it->marked = owned;
+		return;
+	}
+	if (q->properties.is_being_destroyed || pdd->process->debug_trap_enabled) {
+		it->status = -EBUSY;
+		return;
+	}
+	if (q->properties.is_reset || pdd->has_reset_queue) {
+		it->status = -EIO;
+		return;
+	}
+	/* Without CWSR, preemption drains the queue instead of saving it. */
+	if (!dqm->dev->kfd->cwsr_enabled ||
+	    !q->properties.ctx_save_restore_area_address) {
+		it->status = -EOPNOTSUPP;
+		return;
+	}
+	it->status = 0;
+	if (dry_run)
+		return;
+
+	/* As suspend_single_queue() does, minus the debugger's bookkeeping. */
+	q->properties.is_suspended = true;
+	it->marked = true;
+	if (!q->properties.is_active)
+		return;
+	if (kfdp_node_uses_mes(dqm)) {
+		/* update_queue() removes it from MES and fixes the counters. */
+		it->state |= KFDP_ITEM_NEEDS_CALL;
+		return;
+	}
+	q->properties.is_active = false;
+	kfdp_decrement_queue_count(dqm, &pdd->qpd, q);
+	it->state |= KFDP_ITEM_NEEDS_TRIGGER;
+}
+
+/* Called with dqm_lock held. */
+static void kfdp_unmark(struct device_queue_manager *dqm,
+			struct kfdp_glue_item *it, bool dry_run)
+{
+	struct kfd_process_device *pdd = it->pdd;
+	bool owned = it->flags & KFDP_GLUE_ITEM_OWNED;
+	struct queue *q = kfdp_find_queue(pdd, it->queue_id);
+
+	it->marked = false;
+	if (!q) {
+		it->status = -ENOENT;
+		return;
+	}
+	if (!owned) {
+		/* Not ours: report, never touch. */
+		it->status = q->properties.is_suspended ? -EBUSY : KFDP_R_ALREADY;
+		return;
+	}
+	if (!q->properties.is_suspended) {
+		/* Resumed behind our back: a debugger attached and detached. */
+		it->status = KFDP_R_EXTERNAL;
+		return;
+	}
+	if (pdd->process->debug_trap_enabled) {
+		/* The debugger now owns the suspension and resumes at detach. */
+		it->status = -EBUSY;
+		return;
+	}
+	it->status = 0;
+	if (dry_run) {
+		it->marked = true;
+		return;
+	}
+
+	q->properties.is_suspended = false;
+	/* A destroy waiting for a suspended queue may proceed (wait_on_destroy_queue). */
+	wake_up_all(&dqm->destroy_wait);
+
+	if (q->properties.is_reset || pdd->has_reset_queue) {
+		/* Never reactivate what amdkfd reset; QUEUE_IS_ACTIVE ignores is_reset. */
+		it->status = -EIO;
+		return;
+	}
+	if (!QUEUE_IS_ACTIVE(q->properties) || !q->mqd || q->needs_mqd_repin) {
+		/* Evicted (or S4): amdkfd's own restore activates it. */
+		if (q->properties.is_evicted || q->needs_mqd_repin)
+			it->status = KFDP_R_DEFERRED;
+		return;
+	}
+	if (kfdp_node_uses_mes(dqm)) {
+		it->state |= KFDP_ITEM_NEEDS_CALL;
+		return;
+	}
+	q->properties.is_active = true;
+	kfdp_increment_queue_count(dqm, &pdd->qpd, q);
+	it->state |= KFDP_ITEM_NEEDS_TRIGGER;
+}
+
+/*
+ * Calls update_queue() on @it's queue with its process's mutex held, which
+ * keeps the queue from being destroyed under us (amdkfd's pqm holds it).
+ * Returns -ENOENT if @it cannot serve (now), else update_queue()'s result.
+ */
+static int kfdp_update_one(struct device_queue_manager *dqm,
+			   struct kfdp_glue_item *it, bool block,
+			   struct kfdp_glue_result *res)
+{
+	struct kfd_process_device *pdd = it->pdd;
+	struct kfd_process *p = pdd->process;
+	struct queue *q;
+	u64 t0;
+	int r;
+
+	if (block)
+		mutex_lock(&p->mutex);
+	else if (!mutex_trylock(&p->mutex))
+		return -ENOENT;
+
+	dqm_lock(dqm);
+	q = kfdp_find_queue(pdd, it->queue_id);
+	/* update_mqd() dereferences q->mqd; has_reset_queue skips the map. */
+	if (!q || !q->mqd || q->needs_mqd_repin || pdd->has_reset_queue ||
+	    q->properties.is_being_destroyed)
+		q = NULL;
+	dqm_unlock(dqm);
+	if (!q) {
+		mutex_unlock(&p->mutex);
+		return -ENOENT;
+	}
+
+	t0 = ktime_get_ns();
+	r = dqm->ops.update_queue(dqm, q, NULL);
+	res->elapsed_ns += ktime_get_ns() - t0;
+	res->runlist_updates++;
+	mutex_unlock(&p->mutex);
+	return r;
+}
+
+/*
+ * HWS: one update_queue() for the whole node. Any queue of the node serves
+ * as the trigger; it is taken from the batch, trylocking first so that a
+ * tenant busy in its own ioctls does not delay the batch.
+ */
+static void kfdp_trigger_node(struct device_queue_manager *dqm,
+			      struct kfdp_glue_item *items, u32 n,
+			      struct kfdp_glue_result *res)
+{
+	struct kfd_process_device *failed_pdd = NULL;
+	int r = -ENOENT;
+	int pass;
+	u32 i;
+
+	for (pass = 0; pass < 2 && r == -ENOENT; pass++) {
+		for (i = 0; i < n; i++) {
+			struct kfdp_glue_item *it = &items[i];
+
+			if (!(it->state & KFDP_ITEM_RESOLVED) || it->status < 0 ||
+			    kfdp_item_dqm(it) != dqm || it->pdd == failed_pdd)
+				continue;
+			r = kfdp_update_one(dqm, it, pass == 1, res);
+			if (r == -EACCES && !failed_pdd) {
+				/*
+				 * That pdd had a queue reset meanwhile and the
+				 * runlist was left unmapped: retry once from
+				 * another process.
+				 */
+				failed_pdd = it->pdd;
+				continue;
+			}
+			if (r != -ENOENT)
+				break;
+		}
+	}
+
+	for (i = 0; i < n; i++) {
+		struct kfdp_glue_item *it = &items[i];
+
+		if (!(it->state & KFDP_ITEM_NEEDS_TRIGGER) || kfdp_item_dqm(it) != dqm)
+			continue;
+		/* Marks are kept: the next runlist anyone builds honours them. */
+		if (r == -ENOENT)
+			it->status = KFDP_R_DEFERRED;
+		else if (r)
+			it->status = -EIO;
+	}
+}
+
+/* MES: one call per queue whose is_active must change. */
+static void kfdp_call_each(struct device_queue_manager *dqm,
+			   struct kfdp_glue_item *items, u32 n,
+			   struct kfdp_glue_result *res)
+{
+	u32 i;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		struct kfdp_glue_item *it = &items[i];
+
+		if (!(it->state & KFDP_ITEM_NEEDS_CALL) || kfdp_item_dqm(it) != dqm)
+			continue;
+		r = kfdp_update_one(dqm, it, true, res);
+		if (r == -ENOENT)
+			it->status = KFDP_R_DEFERRED;
+		else if (r)
+			it->status = -EIO;
+	}
+}
+
+static void kfdp_apply_node(u32 op, bool dry_run,
+			    struct device_queue_manager *dqm,
+			    struct kfdp_glue_item *items, u32 n,
+			    struct kfdp_glue_result *res)
+{
+	bool need_trigger = false;
+	int refuse = 0;
+	u32 i;
+
+	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS)
+		refuse = -EOPNOTSUPP;	/* NO_HWS cannot be driven cross-process */
+
+	dqm_lock(dqm);
+	/* A hung scheduler is about to be reset: take nothing more off it. */
+	if (!refuse && op == KFDP_GLUE_PREEMPT && dqm->is_hws_hang)
+		refuse = -EIO;
+	for (i = 0; i < n; i++) {
+		struct kfdp_glue_item *it = &items[i];
+
+		if (!(it->state & KFDP_ITEM_RESOLVED) ||
+		    (it->state & KFDP_ITEM_GROUPED) || kfdp_item_dqm(it) != dqm)
+			continue;
+		it->state |= KFDP_ITEM_GROUPED;
+		if (refuse) {
+			it->status = refuse;
+			it->marked = !!(it->flags & KFDP_GLUE_ITEM_OWNED);
+		} else if (op == KFDP_GLUE_PREEMPT) {
+			kfdp_mark(dqm, it, dry_run);
+		} else {
+			kfdp_unmark(dqm, it, dry_run);
+		}
+		need_trigger |= !!(it->state & KFDP_ITEM_NEEDS_TRIGGER);
+	}
+	/*
+	 * Scheduler stopped, halted or hung: start, unhalt or the reset will
+	 * build the next runlist from our marks.
+	 */
+	if (need_trigger &&
+	    (!dqm->sched_running || dqm->sched_halt || dqm->is_hws_hang)) {
+		for (i = 0; i < n; i++)
+			if ((items[i].state & KFDP_ITEM_NEEDS_TRIGGER) &&
+			    kfdp_item_dqm(&items[i]) == dqm) {
+				items[i].state &= ~KFDP_ITEM_NEEDS_TRIGGER;
+				items[i].status = KFDP_R_DEFERRED;
+			}
+		need_trigger = false;
+	}
+	dqm_unlock(dqm);
+
+	if (need_trigger)
+		kfdp_trigger_node(dqm, items, n, res);
+	kfdp_call_each(dqm, items, n, res);
+}
+
+void kfdp_apply(u32 op, bool dry_run, struct kfdp_glue_item *items, u32 n,
+		struct kfdp_glue_result *res)
+{
+	u32 i;
+
+	res->runlist_updates = 0;
+	res->elapsed_ns = 0;
+
+	/* Hold mm_users of every target: kfd's teardown cannot run under us. */
+	for (i = 0; i < n; i++) {
+		struct kfdp_glue_item *it = &items[i];
+		struct kfdp_target *t = it->target;
+
+		it->state = 0;
+		it->pdd = NULL;
+		it->marked = !!(it->flags & KFDP_GLUE_ITEM_OWNED);
+		if (!mmget_not_zero(t->mm)) {
+			it->status = -ESRCH;
+			it->marked = false;
+			continue;
+		}
+		if (READ_ONCE(t->p->mm) != t->mm) {
+			mmput_async(t->mm);
+			it->status = -ESRCH;
+			it->marked = false;
+			continue;
+		}
+		it->pdd = kfdp_pdd_by_gpu_id(t->p, it->gpu_id);
+		if (!it->pdd) {
+			mmput_async(t->mm);
+			it->status = -EINVAL;
+			continue;
+		}
+		it->state = KFDP_ITEM_RESOLVED;
+	}
+
+	for (i = 0; i < n; i++)
+		if ((items[i].state & KFDP_ITEM_RESOLVED) &&
+		    !(items[i].state & KFDP_ITEM_GROUPED))
+			kfdp_apply_node(op, dry_run, kfdp_item_dqm(&items[i]),
+					items, n, res);
+
+	/* mmput_async: a last mmput may run kfd's teardown, which takes dqm_lock. */
+	for (i = 0; i < n; i++) {
+		if (items[i].state & KFDP_ITEM_RESOLVED)
+			mmput_async(items[i].target->mm);
+		items[i].pdd = NULL;
+	}
+}
+
+static u32 kfdp_queue_state(struct kfd_process_device *pdd, struct queue *q)
+{
+	const struct queue_properties *qp = &q->properties;
+	u32 s = 0;
+
+	if (qp->is_active)
+		s |= KFDP_QS_ACTIVE;
+	if (qp->is_suspended)
+		s |= KFDP_QS_SUSPENDED;
+	if (qp->is_evicted)
+		s |= KFDP_QS_EVICTED;
+	if (qp->is_being_destroyed)
+		s |= KFDP_QS_BEING_DESTROYED;
+	if (qp->is_reset || pdd->has_reset_queue)
+		s |= KFDP_QS_RESET;
+	if (qp->is_gws)
+		s |= KFDP_QS_GWS;
+	if (qp->exception_status & KFD_EC_MASK(EC_QUEUE_NEW))
+		s |= KFDP_QS_NEW;
+	if (pdd->process->debug_trap_enabled)
+		s |= KFDP_QS_DEBUGGED;
+	return s;
+}
+
+/* KFD_IOC_QUEUE_TYPE_* values of the uapi, from amdkfd's internal types. */
+static u32 kfdp_uapi_queue_type(enum kfd_queue_type type)
+{
+	switch (type) {
+	case KFD_QUEUE_TYPE_COMPUTE:
+		return KFD_IOC_QUEUE_TYPE_COMPUTE;
+	case KFD_QUEUE_TYPE_SDMA:
+		return KFD_IOC_QUEUE_TYPE_SDMA;
+	case KFD_QUEUE_TYPE_SDMA_XGMI:
+		return KFD_IOC_QUEUE_TYPE_SDMA_XGMI;
+	default:
+		return U32_MAX;
+	}
+}
+
+static void kfdp_fill_info(struct kfdp_queue_info *qi,
+			   struct kfd_process_device *pdd, struct queue *q)
+{
+	const struct queue_properties *qp = &q->properties;
+
+	memset(qi, 0, sizeof(*qi));
+	qi->gpu_id = pdd->user_gpu_id;
+	qi->queue_id = qp->queue_id;
+	qi->queue_type = kfdp_uapi_queue_type(qp->type);
+	qi->state = kfdp_queue_state(pdd, q);
+	qi->ring_base_address = qp->queue_address;
+	qi->ring_size = qp->queue_size;
+	qi->read_pointer_address = (u64)(uintptr_t)qp->read_ptr;
+	qi->write_pointer_address = (u64)(uintptr_t)qp->write_ptr;
+	qi->ctx_save_restore_address = qp->ctx_save_restore_area_address;
+	qi->ctx_save_restore_size = qp->ctx_save_restore_area_size;
+	qi->doorbell_id = q->doorbell_id;
+	qi->doorbell_off = qp->doorbell_off;
+	qi->priority = qp->priority;
+	qi->queue_percent = qp->queue_percent;
+	qi->gc_ip_version = KFD_GC_VERSION(pdd->dev);
+}
+
+int kfdp_target_query(struct kfdp_target *t, u32 gpu_id,
+		      struct kfdp_queue_info *out, u32 cap, u32 *total)
+{
+	struct kfd_process *p = t->p;
+	bool found = false;
+	u32 i;
+
+	*total = 0;
+	if (!mmget_not_zero(t->mm))
+		return -ESRCH;
+	if (READ_ONCE(p->mm) != t->mm) {
+		mmput_async(t->mm);
+		return -ESRCH;
+	}
+	for (i = 0; i < p->n_pdds; i++) {
+		struct kfd_process_device *pdd = p->pdds[i];
+		struct device_queue_manager *dqm = pdd->dev->dqm;
+		struct queue *q;
+
+		if (gpu_id && pdd->user_gpu_id != gpu_id)
+			continue;
+		found = true;
+		dqm_lock(dqm);
+		list_for_each_entry(q, &pdd->qpd.queues_list, list) {
+			if (*total < cap)
+				kfdp_fill_info(&out[*total], pdd, q);
+			(*total)++;
+		}
+		dqm_unlock(dqm);
+	}
+	mmput_async(t->mm);
+	return found || !gpu_id ? 0 : -EINVAL;
+}
+
+int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
+		bool *applied)
+{
+	struct kfd_process_device *pdd;
+	struct device_queue_manager *dqm;
+	u64 t0;
+	int r;
+
+	*elapsed_ns = 0;
+	*applied = false;
+	if (!mmget_not_zero(t->mm))
+		return -ESRCH;
+	if (READ_ONCE(t->p->mm) != t->mm) {
+		r = -ESRCH;
+		goto out;
+	}
+	pdd = kfdp_pdd_by_gpu_id(t->p, gpu_id);
+	if (!pdd) {
+		r = -EINVAL;
+		goto out;
+	}
+	dqm = pdd->dev->dqm;
+	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS) {
+		r = -EOPNOTSUPP;
+		goto out;
+	}
+	/* qpd->evicted nests with amdkfd's own evictions; we keep it paired. */
+	t0 = ktime_get_ns();
+	if (thaw) {
+		/* A failed restore leaves qpd->evicted as it was. */
+		r = dqm->ops.restore_process_queues(dqm, &pdd->qpd);
+		*applied = !r;
+	} else {
+		/* Evict counts the eviction even if the unmap then fails. */
+		r = dqm->ops.evict_process_queues(dqm, &pdd->qpd);
+		*applied = true;
+	}
+	*elapsed_ns = ktime_get_ns() - t0;
+out:
+	mmput_async(t->mm);
+	return r;
+}

@@ -1,0 +1,712 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An owner: the state of one open `/dev/kfd_preempt` file.
+//!
+//! An owner holds its attachments, the marks it put on queues (with their
+//! leases) and its freezes. Nothing it did can be seen, resumed or thawed
+//! through another owner, and closing it undoes everything
+//! (`Documentation/uapi.rst`, "Owners").
+
+use kernel::{
+    new_delayed_work,
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    },
+    workqueue::{
+        self,
+        impl_has_delayed_work,
+        DelayedWork,
+        WorkItem, //
+    },
+};
+
+use crate::{
+    backend::{
+        Applied,
+        Backend,
+        Item,
+        Op, //
+    },
+    registry::{
+        QueueKey,
+        REGISTRY, //
+    },
+    uapi,
+};
+
+/// How often an owner with attachments checks whether their targets exited,
+/// so that pins on exited processes are dropped promptly
+/// (`Documentation/design.rst`, "Pins").
+pub(crate) const SWEEP_MS: u32 = 100;
+
+/// Largest `lease_ms` accepted: one day.
+pub(crate) const MAX_LEASE_MS: u32 = 86_400_000;
+
+/// One attached target.
+pub(crate) struct Attachment<T> {
+    /// Handle given to user space, never 0.
+    pub(crate) handle: u32,
+    /// [`crate::backend::TargetInfo::key`].
+    pub(crate) key: u64,
+    /// The pinned target; `None` once it exited (its handle then reports
+    /// ESRCH until DETACH).
+    pub(crate) target: Option<T>,
+}
+
+/// A mark this owner put on a queue.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark {
+    pub(crate) handle: u32,
+    pub(crate) gpu_id: u32,
+    pub(crate) queue_id: u32,
+    /// When the lease started, and how long it lasts (0: no lease).
+    pub(crate) since: Instant<Monotonic>,
+    pub(crate) lease_ns: i64,
+}
+
+impl Mark {
+    /// Nanoseconds left on the lease, if there is one.
+    fn lease_left_ns(&self) -> Option<i64> {
+        (self.lease_ns > 0).then(|| self.lease_ns - self.since.elapsed().as_nanos())
+    }
+}
+
+/// A freeze count this owner holds on one node of a target.
+#[derive(Clone, Copy)]
+pub(crate) struct Freeze {
+    pub(crate) handle: u32,
+    pub(crate) gpu_id: u32,
+    pub(crate) count: u32,
+}
+
+/// Counters of one owner (and, summed, of the module).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct OwnerStats {
+    pub(crate) batches: u64,
+    pub(crate) queues_preempted: u64,
+    pub(crate) queues_resumed: u64,
+    pub(crate) runlist_updates: u64,
+    pub(crate) leases_expired: u64,
+    pub(crate) external_resumes: u64,
+}
+
+/// The mutable state of an owner, behind [`Owner::state`].
+pub(crate) struct State<T> {
+    /// Set at release; no work is queued after it.
+    pub(crate) closed: bool,
+    pub(crate) next_handle: u32,
+    pub(crate) attachments: KVec<Attachment<T>>,
+    pub(crate) marks: KVec<Mark>,
+    pub(crate) freezes: KVec<Freeze>,
+    pub(crate) stats: OwnerStats,
+}
+
+/// One open `/dev/kfd_preempt` file.
+#[pin_data]
+pub(crate) struct Owner<B: Backend> {
+    /// Unique among owners; identifies marks in the registry.
+    pub(crate) id: u64,
+    pub(crate) backend: B,
+    /// `pid_attach` module parameter, as it was at open.
+    pub(crate) pid_attach: bool,
+    #[pin]
+    pub(crate) state: Mutex<State<B::Target>>,
+    /// Ends leases and drops pins of exited targets.
+    #[pin]
+    housekeeping: DelayedWork<Owner<B>>,
+}
+
+impl_has_delayed_work! {
+    impl{B: Backend} HasDelayedWork<Owner<B>> for Owner<B> { self.housekeeping }
+}
+
+impl<B: Backend> WorkItem for Owner<B> {
+    type Pointer = Arc<Owner<B>>;
+
+    fn run(this: Arc<Owner<B>>) {
+        let next = this.housekeep();
+        if let Some(ms) = next {
+            this.arm(ms);
+        }
+    }
+}
+
+/// Per-entry errno for an entry the engine refuses before the backend.
+fn neg(e: Error) -> i32 {
+    e.to_errno()
+}
+
+/// amdkfd's KFD_MAX_NUM_OF_QUEUES_PER_PROCESS (asserted in the glue).
+const MAX_QUEUE_ID: u32 = 1024;
+
+/// The registry key of attachment `handle`'s process (0 if unknown).
+fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
+    attachments
+        .iter()
+        .find(|a| a.handle == handle)
+        .map_or(0, |a| a.key)
+}
+
+impl<B: Backend> Owner<B> {
+    /// Creates the owner of a newly opened file.
+    pub(crate) fn new(backend: B, pid_attach: bool) -> Result<Arc<Self>> {
+        static NEXT_ID: kernel::sync::atomic::Atomic<u64> = kernel::sync::atomic::Atomic::new(1);
+        let id = NEXT_ID.fetch_add(1, kernel::sync::atomic::Relaxed);
+        Arc::pin_init(
+            pin_init!(Self {
+                id,
+                backend,
+                pid_attach,
+                state <- new_mutex!(State {
+                    closed: false,
+                    next_handle: 1,
+                    attachments: KVec::new(),
+                    marks: KVec::new(),
+                    freezes: KVec::new(),
+                    stats: OwnerStats::default(),
+                }),
+                housekeeping <- new_delayed_work!("kfd_preempt::housekeeping"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// KFDP_IOC_ATTACH.
+    pub(crate) fn attach(&self, a: &mut uapi::kfdp_attach, sys_admin: bool) -> Result {
+        if a.flags != 0 || a.handle != 0 || a.tgid != 0 || a.num_gpus != 0 {
+            return Err(EINVAL);
+        }
+        if a.reserved0 != 0 || a.reserved1 != 0 {
+            return Err(EINVAL);
+        }
+        match a.kind {
+            uapi::KFDP_TARGET_KFD_FD => {
+                if a.pid != 0 {
+                    return Err(EINVAL);
+                }
+            }
+            uapi::KFDP_TARGET_PID => {
+                if a.fd != 0 {
+                    return Err(EINVAL);
+                }
+                if !self.pid_attach {
+                    return Err(EOPNOTSUPP);
+                }
+                if !sys_admin {
+                    return Err(EPERM);
+                }
+            }
+            _ => return Err(EINVAL),
+        }
+        let target = self.backend.attach(a.kind, a.fd, a.pid)?;
+        let info = self.backend.info(&target);
+
+        let mut state = self.state.lock();
+        self.sweep(&mut state);
+        if let Some(existing) = state
+            .attachments
+            .iter()
+            .find(|x| x.key == info.key && x.target.is_some())
+        {
+            // The same process twice: one attachment (dropping `target`
+            // releases the second pin).
+            a.handle = existing.handle;
+        } else {
+            let handle = state.next_handle;
+            state.next_handle = handle.checked_add(1).ok_or(ENOSPC)?;
+            state.attachments.push(
+                Attachment {
+                    handle,
+                    key: info.key,
+                    target: Some(target),
+                },
+                GFP_KERNEL,
+            )?;
+            a.handle = handle;
+        }
+        a.tgid = info.tgid;
+        a.num_gpus = info.num_gpus;
+        Ok(())
+    }
+
+    /// KFDP_IOC_DETACH.
+    pub(crate) fn detach(&self, d: &uapi::kfdp_detach) -> Result {
+        if d.flags != 0 || d.reserved != 0 {
+            return Err(EINVAL);
+        }
+        let mut state = self.state.lock();
+        let idx = state
+            .attachments
+            .iter()
+            .position(|a| a.handle == d.handle)
+            .ok_or(EINVAL)?;
+        self.undo(&mut state, Some(d.handle));
+        let gone = state.attachments.remove(idx).map_err(|_| EINVAL)?;
+        drop(state);
+        // Unpinning happens here, outside our lock.
+        drop(gone);
+        Ok(())
+    }
+
+    /// Resumes every mark and thaws every freeze of `handle` (all if `None`).
+    fn undo(&self, state: &mut State<B::Target>, handle: Option<u32>) {
+        let mut marks = KVec::new();
+        for m in state.marks.iter() {
+            if handle.is_none_or(|h| h == m.handle) {
+                // Without memory the batch is only shorter: what is left
+                // over is given up below.
+                let _ = marks.push((m.handle, m.gpu_id, m.queue_id), GFP_KERNEL);
+            }
+        }
+        self.resume_marks(state, &marks);
+        // The backend clears every mark it is asked to resume, so marks left
+        // here are only those the batch could not hold; they are given up
+        // rather than left to an owner that is going away.
+        let mut reg = REGISTRY.lock();
+        let atts = &state.attachments;
+        state.marks.retain(|m| {
+            if handle.is_some_and(|h| h != m.handle) {
+                return true;
+            }
+            let key = QueueKey {
+                target: target_key(atts, m.handle),
+                gpu_id: m.gpu_id,
+                queue_id: m.queue_id,
+            };
+            reg.unclaim(&key, self.id);
+            false
+        });
+        drop(reg);
+
+        // Thaw every freeze, exactly as many times as it was frozen.
+        for f in state.freezes.iter() {
+            if handle.is_some_and(|h| h != f.handle) {
+                continue;
+            }
+            let Some(att) = state.attachments.iter().find(|a| a.handle == f.handle) else {
+                continue;
+            };
+            if let Some(t) = att.target.as_ref() {
+                for _ in 0..f.count {
+                    let _ = self.backend.freeze(t, f.gpu_id, true);
+                }
+            }
+            let mut reg = REGISTRY.lock();
+            for _ in 0..f.count {
+                reg.thaw(att.key, f.gpu_id, self.id);
+            }
+        }
+        state.freezes.retain(|f| handle.is_some_and(|h| h != f.handle));
+    }
+
+    /// Resumes the given marks of this owner in one batch, with the same
+    /// bookkeeping as a RESUME call; returns what it cost.
+    fn resume_marks(&self, state: &mut State<B::Target>, marks: &[(u32, u32, u32)]) -> Applied {
+        let mut entries = KVec::new();
+        for &(handle, gpu_id, queue_id) in marks {
+            let e = uapi::kfdp_queue_ref {
+                handle,
+                gpu_id,
+                queue_id,
+                status: 0,
+            };
+            if entries.push(e, GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        self.run_batch(state, Op::Resume, 0, 0, &mut entries)
+    }
+
+    /// The engine of PREEMPT and RESUME, after the entries were copied in.
+    ///
+    /// Validates each entry, drops duplicates, refuses queues held by other
+    /// owners, hands the rest to the backend in one call, and records which
+    /// marks this owner holds afterwards.
+    pub(crate) fn run_batch(
+        &self,
+        state: &mut State<B::Target>,
+        op: Op,
+        flags: u32,
+        lease_ms: u32,
+        entries: &mut [uapi::kfdp_queue_ref],
+    ) -> Applied {
+        let validate_only = flags & uapi::KFDP_BATCH_VALIDATE_ONLY != 0;
+        let all_or_nothing = flags & uapi::KFDP_BATCH_ALL_OR_NOTHING != 0;
+
+        // Pass 1: entry-level validation and duplicates, in the engine.
+        let mut order: KVec<usize> = KVec::new();
+        for i in 0..entries.len() {
+            if order.push(i, GFP_KERNEL).is_err() {
+                for e in entries.iter_mut() {
+                    e.status = neg(ENOMEM);
+                }
+                return Applied::default();
+            }
+        }
+        order.sort_unstable_by_key(|&i| (entries[i].handle, entries[i].gpu_id, entries[i].queue_id, i));
+        let key_of = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
+        for w in 1..order.len() {
+            let dup = key_of(&entries[order[w - 1]]) == key_of(&entries[order[w]]);
+            entries[order[w]].status = if dup { uapi::KFDP_R_ALREADY as i32 } else { 0 };
+        }
+        if let Some(&first) = order.first() {
+            entries[first].status = 0;
+        }
+
+        let reg = REGISTRY.lock();
+        let mut items: KVec<Item<'_, B::Target>> = KVec::new();
+        let mut item_entry: KVec<usize> = KVec::new();
+        for (i, e) in entries.iter_mut().enumerate() {
+            if e.status != 0 {
+                continue;
+            }
+            let Some(att) = state.attachments.iter().find(|a| a.handle == e.handle) else {
+                e.status = neg(EINVAL);
+                continue;
+            };
+            let Some(target) = att.target.as_ref() else {
+                e.status = neg(ESRCH);
+                continue;
+            };
+            if e.gpu_id == 0 || e.queue_id >= MAX_QUEUE_ID {
+                e.status = neg(EINVAL);
+                continue;
+            }
+            let key = QueueKey {
+                target: att.key,
+                gpu_id: e.gpu_id,
+                queue_id: e.queue_id,
+            };
+            let owner = reg.mark_owner(&key);
+            if owner.is_some_and(|o| o != self.id) {
+                e.status = neg(EBUSY);
+                continue;
+            }
+            let item = Item {
+                target,
+                gpu_id: e.gpu_id,
+                queue_id: e.queue_id,
+                owned: owner == Some(self.id),
+                status: 0,
+                marked: false,
+            };
+            if items.push(item, GFP_KERNEL).is_err() || item_entry.push(i, GFP_KERNEL).is_err() {
+                e.status = neg(ENOMEM);
+                items.truncate(item_entry.len());
+            }
+        }
+        drop(reg);
+
+        // Pass 2: the backend checks what only it can see.
+        if all_or_nothing && !validate_only {
+            let _ = self.backend.apply(op, true, &mut items);
+            let failed = entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status < 0);
+            if failed {
+                for (it, &i) in items.iter().zip(item_entry.iter()) {
+                    entries[i].status = it.status;
+                }
+                for e in entries.iter_mut() {
+                    if e.status >= 0 {
+                        e.status = neg(ECANCELED);
+                    }
+                }
+                return Applied::default();
+            }
+        }
+        let applied = self.backend.apply(op, validate_only, &mut items);
+
+        // Pass 3: statuses back, and what this owner now holds.
+        let mut reg = REGISTRY.lock();
+        let since = Instant::<Monotonic>::now();
+        let lease_ns = i64::from(lease_ms) * 1_000_000;
+        for (it, &i) in items.iter().zip(item_entry.iter()) {
+            let e = &mut entries[i];
+            e.status = it.status;
+            if validate_only {
+                continue;
+            }
+            if it.status == uapi::KFDP_R_EXTERNAL as i32 {
+                state.stats.external_resumes += 1;
+                reg.stats.external_resumes += 1;
+            }
+            let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
+            let pos = state
+                .marks
+                .iter()
+                .position(|m| m.handle == handle && m.gpu_id == gpu_id && m.queue_id == queue_id);
+            let key = QueueKey {
+                target: target_key(&state.attachments, handle),
+                gpu_id,
+                queue_id,
+            };
+            match (it.marked, pos) {
+                (true, Some(p)) => {
+                    if op == Op::Preempt {
+                        state.marks[p].since = since;
+                        state.marks[p].lease_ns = lease_ns;
+                    }
+                }
+                (true, None) => {
+                    let m = Mark {
+                        handle,
+                        gpu_id,
+                        queue_id,
+                        since,
+                        lease_ns,
+                    };
+                    // The mark is on the hardware: if it cannot be recorded,
+                    // undo it rather than leave it without an owner.
+                    if state.marks.push(m, GFP_KERNEL).is_err() || reg.claim(key, self.id).is_err() {
+                        state.marks.retain(|x| !(x.handle == handle && x.gpu_id == gpu_id && x.queue_id == queue_id));
+                        e.status = neg(ENOMEM);
+                        let mut one = [Item {
+                            target: it.target,
+                            gpu_id,
+                            queue_id,
+                            owned: true,
+                            status: 0,
+                            marked: true,
+                        }];
+                        drop(reg);
+                        let _ = self.backend.apply(Op::Resume, false, &mut one);
+                        reg = REGISTRY.lock();
+                    }
+                }
+                (false, Some(p)) => {
+                    let _ = state.marks.remove(p);
+                    reg.unclaim(&key, self.id);
+                }
+                (false, None) => {}
+            }
+        }
+        let ok = entries.iter().filter(|e| e.status == 0).count() as u64;
+        if !validate_only {
+            let s = &mut reg.stats;
+            match op {
+                Op::Preempt => {
+                    s.preempt_batches += 1;
+                    s.queues_preempted += ok;
+                    state.stats.queues_preempted += ok;
+                }
+                Op::Resume => {
+                    s.resume_batches += 1;
+                    s.queues_resumed += ok;
+                    state.stats.queues_resumed += ok;
+                }
+            }
+            s.runlist_updates += u64::from(applied.runlist_updates);
+            s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
+            state.stats.batches += 1;
+            state.stats.runlist_updates += u64::from(applied.runlist_updates);
+        }
+        applied
+    }
+
+    /// KFDP_IOC_FREEZE and KFDP_IOC_THAW. Validation errors fail the call;
+    /// what the hardware did goes in `f.status`.
+    pub(crate) fn freeze(&self, f: &mut uapi::kfdp_freeze, thaw: bool) -> Result {
+        if f.flags != 0 || f.status != 0 || f.elapsed_ns != 0 {
+            return Err(EINVAL);
+        }
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        self.sweep(state);
+        let att = state
+            .attachments
+            .iter()
+            .find(|a| a.handle == f.handle)
+            .ok_or(EINVAL)?;
+        let key = att.key;
+        let Some(target) = att.target.as_ref() else {
+            return Err(ESRCH);
+        };
+        let all = self.backend.gpu_ids(target);
+        let mut gpus = KVec::new();
+        for &g in all.iter() {
+            if f.gpu_id == 0 || f.gpu_id == g {
+                gpus.push(g, GFP_KERNEL)?;
+            }
+        }
+        if gpus.is_empty() {
+            return Err(EINVAL);
+        }
+        if thaw {
+            // Only what this owner froze can be thawed through it.
+            for &g in gpus.iter() {
+                if !state.freezes.iter().any(|x| x.handle == f.handle && x.gpu_id == g && x.count > 0) {
+                    return Err(EINVAL);
+                }
+            }
+        } else {
+            state.freezes.reserve(gpus.len(), GFP_KERNEL)?;
+        }
+
+        let mut status = 0;
+        let mut elapsed = 0u64;
+        for &g in gpus.iter() {
+            let o = self.backend.freeze(target, g, thaw);
+            elapsed += o.elapsed_ns;
+            if status == 0 {
+                status = o.status;
+            }
+            if !o.applied {
+                continue;
+            }
+            let mut reg = REGISTRY.lock();
+            if thaw {
+                reg.thaw(key, g, self.id);
+            } else if reg.freeze(key, g, self.id).is_err() {
+                // Could not record it: undo rather than leave it unowned.
+                drop(reg);
+                let _ = self.backend.freeze(target, g, true);
+                status = neg(ENOMEM);
+                continue;
+            }
+            drop(reg);
+            let handle = f.handle;
+            match state.freezes.iter_mut().find(|x| x.handle == handle && x.gpu_id == g) {
+                Some(x) if thaw => x.count -= 1,
+                Some(x) => x.count += 1,
+                None => {
+                    // Capacity was reserved above.
+                    let _ = state.freezes.push(
+                        Freeze {
+                            handle,
+                            gpu_id: g,
+                            count: 1,
+                        },
+                        GFP_KERNEL,
+                    );
+                }
+            }
+        }
+        state.freezes.retain(|x| x.count > 0);
+        f.status = status;
+        f.elapsed_ns = elapsed;
+        Ok(())
+    }
+
+    /// Drops the pins and the marks of attachments whose target exited: the
+    /// process's queues are gone, and a pin would keep its memory and block
+    /// amdgpu's device teardown.
+    pub(crate) fn sweep(&self, state: &mut State<B::Target>) {
+        let mut i = 0;
+        while i < state.attachments.len() {
+            let att = &mut state.attachments[i];
+            i += 1;
+            if att.target.as_ref().is_none_or(|t| self.backend.alive(t)) {
+                continue;
+            }
+            let (handle, key) = (att.handle, att.key);
+            let gone = att.target.take();
+            state.marks.retain(|m| m.handle != handle);
+            state.freezes.retain(|f| f.handle != handle);
+            let mut reg = REGISTRY.lock();
+            reg.forget_target(key);
+            reg.stats.targets_exited += 1;
+            drop(reg);
+            drop(gone);
+        }
+    }
+
+    /// Ends expired leases and sweeps exited targets; returns when to run
+    /// again (milliseconds), or `None` if nothing needs watching.
+    pub(crate) fn housekeep(&self) -> Option<u32> {
+        let mut state = self.state.lock();
+        if state.closed {
+            return None;
+        }
+        self.sweep(&mut state);
+        let mut expired = KVec::new();
+        for m in state.marks.iter() {
+            if m.lease_left_ns().is_some_and(|left| left <= 0) {
+                let _ = expired.push((m.handle, m.gpu_id, m.queue_id), GFP_KERNEL);
+            }
+        }
+        if !expired.is_empty() {
+            let n = expired.len() as u64;
+            self.resume_marks(&mut state, &expired);
+            state.stats.leases_expired += n;
+            REGISTRY.lock().stats.leases_expired += n;
+        }
+        Self::next_wakeup(&state)
+    }
+
+    fn next_wakeup(state: &State<B::Target>) -> Option<u32> {
+        let lease = state.marks.iter().filter_map(|m| m.lease_left_ns()).min();
+        let watching = state.attachments.iter().any(|a| a.target.is_some());
+        match lease {
+            Some(ns) => {
+                let ms = u32::try_from((ns.max(0) + 999_999) / 1_000_000).unwrap_or(SWEEP_MS);
+                Some(ms.clamp(1, SWEEP_MS))
+            }
+            None if watching => Some(SWEEP_MS),
+            None => None,
+        }
+    }
+
+    /// Makes housekeeping run in `ms` milliseconds at the latest.
+    pub(crate) fn arm(self: &Arc<Self>, ms: u32) {
+        // An armed timer may be later than `ms`: take it back first.
+        self.cancel(false);
+        let delay = kernel::time::msecs_to_jiffies(ms);
+        let _ = workqueue::system().enqueue_delayed(self.clone(), delay);
+    }
+
+    /// Re-arms housekeeping after an ioctl changed leases or attachments.
+    pub(crate) fn rearm(self: &Arc<Self>) {
+        let next = {
+            let state = self.state.lock();
+            if state.closed {
+                return;
+            }
+            Self::next_wakeup(&state)
+        };
+        if let Some(ms) = next {
+            self.arm(ms);
+        }
+    }
+
+    /// Cancels pending housekeeping; with `sync`, also waits for a running one.
+    fn cancel(self: &Arc<Self>, sync: bool) {
+        let dwork = core::ptr::from_ref(&self.housekeeping)
+            .cast::<kernel::bindings::delayed_work>()
+            .cast_mut();
+        // SAFETY: `DelayedWork` is a `#[repr(transparent)]` wrapper of an
+        // initialised `struct delayed_work` that lives as long as `self`.
+        let was_pending = unsafe {
+            if sync {
+                kernel::bindings::cancel_delayed_work_sync(dwork)
+            } else {
+                kernel::bindings::cancel_delayed_work(dwork)
+            }
+        };
+        if was_pending {
+            // SAFETY: Queueing the work turned one `Arc<Self>` into a raw
+            // pointer with `Arc::into_raw`; the work was cancelled before it
+            // ran, so that reference is reclaimed here, exactly once.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
+        }
+    }
+
+    /// The owner's file is being closed: resume and thaw everything, drop
+    /// every attachment, before `release` returns.
+    pub(crate) fn close(self: &Arc<Self>) {
+        self.state.lock().closed = true;
+        // No housekeeping runs after this (it sees `closed`).
+        self.cancel(true);
+        let mut state = self.state.lock();
+        self.sweep(&mut state);
+        self.undo(&mut state, None);
+        let gone = core::mem::take(&mut state.attachments);
+        drop(state);
+        drop(gone);
+    }
+}

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What every owner has marked or frozen, across all open files.
+//!
+//! Each owner keeps its own marks; this registry only answers the questions
+//! one owner cannot answer alone: whether a queue is held by *another*
+//! owner (`KFDP_QS_OWNED_OTHER`), whether a node of a process is frozen by
+//! any owner (`KFDP_QS_FROZEN`), and the module-wide statistics.
+//!
+//! Lock order: an owner's state lock, then [`REGISTRY`]. Nothing sleeps on
+//! hardware with [`REGISTRY`] held.
+
+use kernel::prelude::*;
+
+/// A queue of a process, as the registry keys it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct QueueKey {
+    /// [`crate::backend::TargetInfo::key`] of the process.
+    pub(crate) target: u64,
+    /// Topology gpu_id.
+    pub(crate) gpu_id: u32,
+    /// Queue id in the process.
+    pub(crate) queue_id: u32,
+}
+
+/// Module-wide counters, shown in debugfs (`kfd_preempt/stats`).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Stats {
+    /// PREEMPT calls that reached the hardware phase.
+    pub(crate) preempt_batches: u64,
+    /// RESUME calls (including lease expiries and closes) that did.
+    pub(crate) resume_batches: u64,
+    /// Queues preempted (status 0).
+    pub(crate) queues_preempted: u64,
+    /// Queues resumed (status 0).
+    pub(crate) queues_resumed: u64,
+    /// Runlist updates or MES calls issued.
+    pub(crate) runlist_updates: u64,
+    /// Leases that ended with the module resuming the queues.
+    pub(crate) leases_expired: u64,
+    /// Queues found resumed behind the module's back (`KFDP_R_EXTERNAL`).
+    pub(crate) external_resumes: u64,
+    /// Attachments dropped because their target exited.
+    pub(crate) targets_exited: u64,
+    /// Longest hardware phase of one batch, in nanoseconds.
+    pub(crate) max_elapsed_ns: u64,
+}
+
+/// See the module documentation.
+pub(crate) struct Registry {
+    marks: KVec<(QueueKey, u64)>,
+    freezes: KVec<(u64, u32, u64)>,
+    /// Module-wide statistics.
+    pub(crate) stats: Stats,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub(crate) const fn new() -> Self {
+        Self {
+            marks: KVec::new(),
+            freezes: KVec::new(),
+            stats: Stats {
+                preempt_batches: 0,
+                resume_batches: 0,
+                queues_preempted: 0,
+                queues_resumed: 0,
+                runlist_updates: 0,
+                leases_expired: 0,
+                external_resumes: 0,
+                targets_exited: 0,
+                max_elapsed_ns: 0,
+            },
+        }
+    }
+
+    /// The owner whose mark is on `q`, if any.
+    pub(crate) fn mark_owner(&self, q: &QueueKey) -> Option<u64> {
+        self.marks.iter().find(|(k, _)| k == q).map(|(_, o)| *o)
+    }
+
+    /// Records that `owner` marked `q`.
+    pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
+        if self.mark_owner(&q).is_none() {
+            self.marks.push((q, owner), GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets `owner`'s mark on `q`.
+    pub(crate) fn unclaim(&mut self, q: &QueueKey, owner: u64) {
+        self.marks.retain(|(k, o)| !(*k == *q && *o == owner));
+    }
+
+    /// Forgets every mark and freeze on a process that exited.
+    pub(crate) fn forget_target(&mut self, target: u64) {
+        self.marks.retain(|(k, _)| k.target != target);
+        self.freezes.retain(|(t, _, _)| *t != target);
+    }
+
+    /// Records one more freeze of `(target, gpu_id)` by `owner`.
+    pub(crate) fn freeze(&mut self, target: u64, gpu_id: u32, owner: u64) -> Result {
+        self.freezes.push((target, gpu_id, owner), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets one freeze of `(target, gpu_id)` by `owner`.
+    pub(crate) fn thaw(&mut self, target: u64, gpu_id: u32, owner: u64) {
+        if let Some(i) = self
+            .freezes
+            .iter()
+            .position(|f| *f == (target, gpu_id, owner))
+        {
+            let _ = self.freezes.remove(i);
+        }
+    }
+
+    /// Whether any owner holds a freeze of `(target, gpu_id)`.
+    pub(crate) fn frozen(&self, target: u64, gpu_id: u32) -> bool {
+        self.freezes
+            .iter()
+            .any(|(t, g, _)| *t == target && *g == gpu_id)
+    }
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in the module initialiser before first use.
+    pub(crate) unsafe(uninit) static REGISTRY: Mutex<Registry> = Registry::new();
+}
