@@ -60,4 +60,11 @@ vm_out=$(kfdp_phase vm tests/vm/run --out out/vm 2>&1)
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
+# Once more with pid_attach=1: the PID-mode rejection paths (EPERM without
+# CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then; the kselftests read the mode
+# from KFDP_IOC_INFO and skip what does not apply.
+vm_out=$(kfdp_phase vm-pid-attach tests/vm/run pid_attach=1 --out out/vm-pid-attach 2>&1)
+echo "$vm_out"
+count "$(grep -E '^vm: ' <<<"$vm_out")"
+
 finish

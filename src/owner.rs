@@ -180,10 +180,7 @@ impl<B: Backend> Owner<B> {
 
     /// KFDP_IOC_ATTACH.
     pub(crate) fn attach(&self, a: &mut uapi::kfdp_attach, sys_admin: bool) -> Result {
-        if a.flags != 0 || a.handle != 0 || a.tgid != 0 || a.num_gpus != 0 {
-            return Err(EINVAL);
-        }
-        if a.reserved0 != 0 || a.reserved1 != 0 {
+        if a.flags != 0 || a.reserved0 != 0 || a.reserved1 != 0 {
             return Err(EINVAL);
         }
         match a.kind {
@@ -203,6 +200,8 @@ impl<B: Backend> Owner<B> {
                     return Err(EPERM);
                 }
             }
+            // No simulated nodes in this module (sim_nodes=0).
+            uapi::KFDP_TARGET_SIM_FD => return Err(EOPNOTSUPP),
             _ => return Err(EINVAL),
         }
         let target = self.backend.attach(a.kind, a.fd, a.pid)?;
