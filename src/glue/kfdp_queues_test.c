@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit suite for the glue's mechanism on fake amdkfd object graphs: real
+ * struct kfd_process, kfd_process_device, queue, kfd_node, kfd_dev and
+ * device_queue_manager, with dqm->ops replaced by fakes that behave like
+ * amdkfd's update_queue/evict/restore as far as queue state and counters go,
+ * count their calls, and check after every call that active_queue_count is
+ * the number of is_active queues. It is all CI can verify without a GPU.
+ */
+
+#include <kunit/test.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include <linux/kfd_preempt.h>
+
+#include "kfdp_glue_priv.h"
+
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
+
+#define FAKE_MAX_PROCS 16
+#define FAKE_MAX_QUEUES 16
+
+struct fake_node {
+	struct kfd_node node;
+	struct kfd_dev kfd;
+	struct device_queue_manager dqm;
+	struct kfd_process_device *pdds[FAKE_MAX_PROCS];
+	int n_pdds;
+	int updates;		/* update_queue calls */
+	int fail_next;		/* rc of the next update_queue, then 0 */
+	bool counters_ok;	/* invariant held after every call */
+};
+
+struct fake_proc {
+	struct kfd_process *p;
+	struct kfd_process_device *pdd;
+	struct kfdp_target t;
+	struct queue *q[FAKE_MAX_QUEUES];
+	int nq;
+};
+
+static char fake_mqd[64];
+
+static struct fake_node *to_fake(struct device_queue_manager *dqm)
+{
+	return container_of(dqm, struct fake_node, dqm);
+}
+
+static void fake_check_counters(struct fake_node *f)
+{
+	unsigned int active = 0, gws = 0;
+	struct queue *q;
+	int i;
+
+	for (i = 0; i < f->n_pdds; i++)
+		list_for_each_entry(q, &f->pdds[i]->qpd.queues_list, list) {
+			active += q->properties.is_active;
+			gws += q->properties.is_active && q->properties.is_gws;
+		}
+	if (active != f->dqm.active_queue_count ||
+	    active != f->dqm.active_cp_queue_count || gws != f->dqm.gws_queue_count)
+		f->counters_ok = false;
+}
+
+static void fake_count(struct device_queue_manager *dqm, struct queue *q, int d)
+{
+	dqm->active_queue_count += d;
+	dqm->active_cp_queue_count += d;
+	if (q->properties.is_gws)
+		dqm->gws_queue_count += d;
+}
+
+/* amdkfd's update_queue() as far as state goes: update_mqd + counters. */
+static int fake_update_queue(struct device_queue_manager *dqm, struct queue *q,
+			     struct mqd_update_info *minfo)
+{
+	struct fake_node *f = to_fake(dqm);
+	bool prev;
+	int r;
+
+	dqm_lock(dqm);
+	fake_check_counters(f);	/* the marks left the counters exact */
+	f->updates++;
+	r = f->fail_next;
+	f->fail_next = 0;
+	if (r) {
+		dqm_unlock(dqm);
+		return r;
+	}
+	prev = q->properties.is_active;
+	q->properties.is_active = QUEUE_IS_ACTIVE(q->properties);
+	if (q->properties.is_active != prev)
+		fake_count(dqm, q, q->properties.is_active ? 1 : -1);
+	fake_check_counters(f);
+	dqm_unlock(dqm);
+	return 0;
+}
+
+static int fake_evict(struct device_queue_manager *dqm,
+		      struct qcm_process_device *qpd)
+{
+	struct queue *q;
+
+	dqm_lock(dqm);
+	if (qpd->evicted++ == 0)
+		list_for_each_entry(q, &qpd->queues_list, list) {
+			q->properties.is_evicted = true;
+			if (q->properties.is_active) {
+				q->properties.is_active = false;
+				fake_count(dqm, q, -1);
+			}
+		}
+	fake_check_counters(to_fake(dqm));
+	dqm_unlock(dqm);
+	return 0;
+}
+
+static int fake_restore(struct device_queue_manager *dqm,
+			struct qcm_process_device *qpd)
+{
+	struct queue *q;
+
+	dqm_lock(dqm);
+	if (qpd->evicted > 1) {
+		qpd->evicted--;
+		goto out;
+	}
+	list_for_each_entry(q, &qpd->queues_list, list) {
+		q->properties.is_evicted = false;
+		if (QUEUE_IS_ACTIVE(q->properties)) {
+			q->properties.is_active = true;
+			fake_count(dqm, q, 1);
+		}
+	}
+	qpd->evicted = 0;
+out:
+	fake_check_counters(to_fake(dqm));
+	dqm_unlock(dqm);
+	return 0;
+}
+
+static struct fake_node *fake_node(struct kunit *test, bool mes)
+{
+	struct fake_node *f = kunit_kzalloc(test, sizeof(*f), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, f);
+	f->node.kfd = &f->kfd;
+	f->node.dqm = &f->dqm;
+	f->kfd.cwsr_enabled = true;
+	f->kfd.shared_resources.enable_mes = mes;
+	f->dqm.dev = &f->node;
+	f->dqm.sched_policy = KFD_SCHED_POLICY_HWS;
+	f->dqm.sched_running = true;
+	mutex_init(&f->dqm.lock_hidden);
+	init_waitqueue_head(&f->dqm.destroy_wait);
+	f->dqm.ops.update_queue = fake_update_queue;
+	f->dqm.ops.evict_process_queues = fake_evict;
+	f->dqm.ops.restore_process_queues = fake_restore;
+	f->counters_ok = true;
+	return f;
+}
+
+static void fake_proc_exit(void *data)
+{
+	struct fake_proc *fp = data;
+
+	mmput(fp->p->mm);
+}
+
+static struct fake_proc *fake_proc(struct kunit *test, struct fake_node *f,
+				   u32 gpu_id, int nq)
+{
+	struct fake_proc *fp = kunit_kzalloc(test, sizeof(*fp), GFP_KERNEL);
+	int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, fp);
+	fp->p = kunit_kzalloc(test, sizeof(*fp->p), GFP_KERNEL);
+	fp->pdd = kunit_kzalloc(test, sizeof(*fp->pdd), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, fp->p);
+	KUNIT_ASSERT_NOT_NULL(test, fp->pdd);
+	mutex_init(&fp->p->mutex);
+	fp->p->mm = mm_alloc();
+	KUNIT_ASSERT_NOT_NULL(test, fp->p->mm);
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, fake_proc_exit, fp));
+	fp->p->context_id = KFD_CONTEXT_ID_PRIMARY;
+	fp->p->n_pdds = 1;
+	fp->p->pdds[0] = fp->pdd;
+	fp->pdd->dev = &f->node;
+	fp->pdd->process = fp->p;
+	fp->pdd->user_gpu_id = gpu_id;
+	fp->pdd->qpd.dqm = &f->dqm;
+	INIT_LIST_HEAD(&fp->pdd->qpd.queues_list);
+	KUNIT_ASSERT_LT(test, f->n_pdds, FAKE_MAX_PROCS);
+	f->pdds[f->n_pdds++] = fp->pdd;
+	fp->t.p = fp->p;
+	fp->t.mm = fp->p->mm;
+
+	for (i = 0; i < nq; i++) {
+		struct queue *q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
+
+		KUNIT_ASSERT_NOT_NULL(test, q);
+		q->mqd = fake_mqd;
+		q->process = fp->p;
+		q->device = &f->node;
+		q->properties.type = KFD_QUEUE_TYPE_COMPUTE;
+		q->properties.queue_id = i;
+		q->properties.queue_size = 4096;
+		q->properties.queue_address = 0x10000 + i * 0x1000;
+		q->properties.queue_percent = 100;
+		q->properties.ctx_save_restore_area_address = 0x800000 + i * 0x1000;
+		q->properties.is_active = true;
+		list_add_tail(&q->list, &fp->pdd->qpd.queues_list);
+		fake_count(&f->dqm, q, 1);
+		fp->q[fp->nq++] = q;
+	}
+	return fp;
+}
+
+/* Items for every queue of @procs, in order. */
+static struct kfdp_glue_item *items_for(struct kunit *test, struct fake_proc **procs,
+					int np, bool owned, u32 *n)
+{
+	struct kfdp_glue_item *it;
+	int i, j, k = 0, total = 0;
+
+	for (i = 0; i < np; i++)
+		total += procs[i]->nq;
+	it = kunit_kcalloc(test, total, sizeof(*it), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, it);
+	for (i = 0; i < np; i++)
+		for (j = 0; j < procs[i]->nq; j++, k++) {
+			it[k].target = &procs[i]->t;
+			it[k].gpu_id = procs[i]->pdd->user_gpu_id;
+			it[k].queue_id = j;
+			it[k].flags = owned ? KFDP_GLUE_ITEM_OWNED : 0;
+		}
+	*n = total;
+	return it;
+}
+
+static void apply(u32 op, struct kfdp_glue_item *it, u32 n,
+		  struct kfdp_glue_result *res)
+{
+	kfdp_apply(op, false, it, n, res);
+	/* What the engine does with `marked`. */
+	for (u32 i = 0; i < n; i++)
+		it[i].flags = it[i].marked ? KFDP_GLUE_ITEM_OWNED : 0;
+}
+
+static void kfdp_one_trigger_per_node(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[8];
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n, i;
+
+	for (i = 0; i < 8; i++)
+		procs[i] = fake_proc(test, f, 0x1234, 8);
+	it = items_for(test, procs, 8, false, &n);
+	KUNIT_ASSERT_EQ(test, 64, n);
+
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 1, f->updates);
+	KUNIT_EXPECT_EQ(test, 0, f->dqm.active_queue_count);
+	for (i = 0; i < n; i++) {
+		KUNIT_EXPECT_EQ(test, 0, it[i].status);
+		KUNIT_EXPECT_TRUE(test, it[i].marked);
+	}
+	for (i = 0; i < 8; i++)
+		KUNIT_EXPECT_TRUE(test, procs[i]->q[5]->properties.is_suspended);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 2, f->updates);
+	KUNIT_EXPECT_EQ(test, 64, f->dqm.active_queue_count);
+	for (i = 0; i < n; i++) {
+		KUNIT_EXPECT_EQ(test, 0, it[i].status);
+		KUNIT_EXPECT_FALSE(test, it[i].marked);
+	}
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+static void kfdp_one_trigger_each_node(struct kunit *test)
+{
+	struct fake_node *a = fake_node(test, false), *b = fake_node(test, false);
+	struct fake_proc *procs[3];
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	procs[0] = fake_proc(test, a, 1, 3);
+	procs[1] = fake_proc(test, b, 2, 3);
+	procs[2] = fake_proc(test, a, 1, 2);
+	it = items_for(test, procs, 3, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 2, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 1, a->updates);
+	KUNIT_EXPECT_EQ(test, 1, b->updates);
+	KUNIT_EXPECT_EQ(test, 0, a->dqm.active_queue_count);
+	KUNIT_EXPECT_EQ(test, 0, b->dqm.active_queue_count);
+	KUNIT_EXPECT_TRUE(test, a->counters_ok && b->counters_ok);
+}
+
+static void kfdp_counters_with_gws(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 7, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	/* Two queues, the first with GWS. */
+	procs[0]->q[0]->properties.is_gws = true;
+	f->dqm.gws_queue_count = 1;
+	procs[0]->pdd->qpd.mapped_gws_queue = true;
+
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 0, f->dqm.gws_queue_count);
+	KUNIT_EXPECT_FALSE(test, procs[0]->pdd->qpd.mapped_gws_queue);
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 1, f->dqm.gws_queue_count);
+	KUNIT_EXPECT_TRUE(test, procs[0]->pdd->qpd.mapped_gws_queue);
+	KUNIT_EXPECT_EQ(test, 2, f->dqm.active_queue_count);
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+/* EC_QUEUE_NEW stays set in undebugged processes: it must not block us. */
+static void kfdp_new_queue_ignored(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 1) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	procs[0]->q[0]->properties.exception_status = KFD_EC_MASK(EC_QUEUE_NEW);
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 0, it[0].status);
+	KUNIT_EXPECT_FALSE(test, procs[0]->q[0]->properties.is_active);
+}
+
+static void kfdp_reset_never_reactivated(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	procs[0]->q[0]->properties.is_reset = true;
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, -EIO, it[0].status);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_FALSE(test, procs[0]->q[0]->properties.is_active);
+	KUNIT_EXPECT_EQ(test, 0, it[1].status);
+	KUNIT_EXPECT_EQ(test, 1, f->dqm.active_queue_count);
+	/* And a reset queue is never preempted either. */
+	it[0].flags = 0;
+	apply(KFDP_GLUE_PREEMPT, it, 1, &res);
+	KUNIT_EXPECT_EQ(test, -EIO, it[0].status);
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+static void kfdp_evicted_deferred(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	fake_evict(&f->dqm, &procs[0]->pdd->qpd);	/* memory eviction */
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, KFDP_R_DEFERRED, it[0].status);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+	fake_restore(&f->dqm, &procs[0]->pdd->qpd);	/* kfd's own restore */
+	KUNIT_EXPECT_TRUE(test, procs[0]->q[0]->properties.is_active);
+	KUNIT_EXPECT_EQ(test, 2, f->dqm.active_queue_count);
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+static void kfdp_debugged_busy(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	procs[0]->p->debug_trap_enabled = true;
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, -EBUSY, it[0].status);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, f->updates);
+	KUNIT_EXPECT_EQ(test, 2, f->dqm.active_queue_count);
+}
+
+static void kfdp_mes_one_call_per_queue(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, true);
+	struct fake_proc *procs[2] = { fake_proc(test, f, 1, 3), fake_proc(test, f, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 2, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 5, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 0, f->dqm.active_queue_count);
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 5, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 5, f->dqm.active_queue_count);
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+/* update_queue's -EACCES leaves the runlist unmapped: retry from another pdd. */
+static void kfdp_trigger_fallback_on_eacces(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[2] = { fake_proc(test, f, 1, 1), fake_proc(test, f, 1, 1) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 2, false, &n);
+	f->fail_next = -EACCES;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 2, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 0, it[0].status);
+	KUNIT_EXPECT_EQ(test, 0, it[1].status);
+
+	/* A hang: the marks are kept and reported as EIO. */
+	f->fail_next = -ETIME;
+	apply(KFDP_GLUE_RESUME, it, 1, &res);
+	KUNIT_EXPECT_EQ(test, -EIO, it[0].status);
+}
+
+static void kfdp_already_external_and_others(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 1, false, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, KFDP_R_ALREADY, it[0].status);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+
+	/* Someone else's suspension is not ours to resume or to take. */
+	it[1].flags = 0;
+	apply(KFDP_GLUE_RESUME, &it[1], 1, &res);
+	KUNIT_EXPECT_EQ(test, -EBUSY, it[1].status);
+	KUNIT_EXPECT_TRUE(test, procs[0]->q[1]->properties.is_suspended);
+
+	/* A debugger resumed queue 0 behind our back. */
+	procs[0]->q[0]->properties.is_suspended = false;
+	apply(KFDP_GLUE_RESUME, it, 1, &res);
+	KUNIT_EXPECT_EQ(test, KFDP_R_EXTERNAL, it[0].status);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+
+	/* Gone queues and unknown gpu_ids. */
+	it[0].queue_id = 9;
+	apply(KFDP_GLUE_PREEMPT, it, 1, &res);
+	KUNIT_EXPECT_EQ(test, -ENOENT, it[0].status);
+	it[0].gpu_id = 99;
+	apply(KFDP_GLUE_PREEMPT, it, 1, &res);
+	KUNIT_EXPECT_EQ(test, -EINVAL, it[0].status);
+}
+
+static void kfdp_validate_only_changes_nothing(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 3) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 1, false, &n);
+	kfdp_apply(KFDP_GLUE_PREEMPT, true, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 0, it[0].status);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 3, f->dqm.active_queue_count);
+	KUNIT_EXPECT_FALSE(test, procs[0]->q[0]->properties.is_suspended);
+}
+
+static void kfdp_freeze_nests_with_eviction(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *fp = fake_proc(test, f, 1, 2);
+	struct qcm_process_device *qpd = &fp->pdd->qpd;
+	bool applied;
+	u64 ns;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&fp->t, 1, false, &ns, &applied));
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 0, f->dqm.active_queue_count);
+	fake_evict(&f->dqm, qpd);			/* memory eviction */
+	KUNIT_EXPECT_EQ(test, 2, qpd->evicted);
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&fp->t, 1, true, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 1, qpd->evicted);
+	KUNIT_EXPECT_EQ(test, 0, f->dqm.active_queue_count);	/* still evicted */
+	fake_restore(&f->dqm, qpd);			/* memory restored */
+	KUNIT_EXPECT_EQ(test, 2, f->dqm.active_queue_count);
+	KUNIT_EXPECT_EQ(test, -EINVAL, kfdp_freeze(&fp->t, 5, false, &ns, &applied));
+	KUNIT_EXPECT_FALSE(test, applied);
+	KUNIT_EXPECT_TRUE(test, f->counters_ok);
+}
+
+static void kfdp_exited_target_esrch(struct kunit *test)
+{
+	struct fake_node *f = fake_node(test, false);
+	struct fake_proc *procs[1] = { fake_proc(test, f, 1, 1) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items_for(test, procs, 1, false, &n);
+	KUNIT_EXPECT_TRUE(test, kfdp_target_alive(&procs[0]->t));
+	WRITE_ONCE(procs[0]->p->mm, NULL);	/* as kfd's teardown does */
+	KUNIT_EXPECT_FALSE(test, kfdp_target_alive(&procs[0]->t));
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, -ESRCH, it[0].status);
+	procs[0]->p->mm = procs[0]->t.mm;	/* for fake_proc_exit */
+}
+
+static struct kunit_case kfdp_queues_cases[] = {
+	KUNIT_CASE(kfdp_one_trigger_per_node),
+	KUNIT_CASE(kfdp_one_trigger_each_node),
+	KUNIT_CASE(kfdp_counters_with_gws),
+	KUNIT_CASE(kfdp_new_queue_ignored),
+	KUNIT_CASE(kfdp_reset_never_reactivated),
+	KUNIT_CASE(kfdp_evicted_deferred),
+	KUNIT_CASE(kfdp_debugged_busy),
+	KUNIT_CASE(kfdp_mes_one_call_per_queue),
+	KUNIT_CASE(kfdp_trigger_fallback_on_eacces),
+	KUNIT_CASE(kfdp_already_external_and_others),
+	KUNIT_CASE(kfdp_validate_only_changes_nothing),
+	KUNIT_CASE(kfdp_freeze_nests_with_eviction),
+	KUNIT_CASE(kfdp_exited_target_esrch),
+	{}
+};
+
+static struct kunit_suite kfdp_queues_suite = {
+	.name = "kfdp_queues",
+	.test_cases = kfdp_queues_cases,
+};
+
+kunit_test_suite(kfdp_queues_suite);
