@@ -1,3 +1,572 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! placeholder
+//! A model backend for the engine's KUnit suite (`kfdp_engine`), and the
+//! suite itself.
+//!
+//! The model keeps, per process, one node and its queues with the two bits
+//! that matter (suspended by a mark, active in the runlist) and counts one
+//! runlist update per node whose active set changed, as HWS does. It lets the
+//! suite check the engine (validation, duplicates, owners, leases,
+//! VALIDATE_ONLY, ALL_OR_NOTHING, close, statistics) without amdkfd.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        Mutex, //
+    },
+};
+
+use crate::{
+    backend::{
+        Applied,
+        Backend,
+        FreezeOutcome,
+        Item,
+        Op,
+        TargetInfo, //
+    },
+    uapi,
+};
+
+pub(crate) struct MockQueue {
+    pub(crate) id: u32,
+    pub(crate) suspended: bool,
+    pub(crate) active: bool,
+}
+
+pub(crate) struct MockProc {
+    pub(crate) key: u64,
+    pub(crate) alive: bool,
+    pub(crate) gpu_id: u32,
+    pub(crate) frozen: u32,
+    pub(crate) queues: KVec<MockQueue>,
+}
+
+pub(crate) struct World {
+    pub(crate) procs: KVec<MockProc>,
+    pub(crate) runlist_updates: u32,
+}
+
+/// The model backend; clones share one world.
+#[derive(Clone)]
+pub(crate) struct Mock {
+    pub(crate) world: Arc<Mutex<World>>,
+}
+
+impl Mock {
+    pub(crate) fn new() -> Result<Self> {
+        let world = Arc::pin_init(
+            new_mutex!(World {
+                procs: KVec::new(),
+                runlist_updates: 0,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self { world })
+    }
+
+    /// Adds a process with `nq` active queues on node `gpu_id`; its key is
+    /// also the "fd" that attaches it. Keys are small, so they never collide
+    /// with the real backend's keys in the shared registry.
+    pub(crate) fn add_proc(&self, key: u64, gpu_id: u32, nq: u32) -> Result {
+        let mut queues = KVec::new();
+        for id in 0..nq {
+            queues.push(
+                MockQueue {
+                    id,
+                    suspended: false,
+                    active: true,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        self.world.lock().procs.push(
+            MockProc {
+                key,
+                alive: true,
+                gpu_id,
+                frozen: 0,
+                queues,
+            },
+            GFP_KERNEL,
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn active(&self, key: u64) -> usize {
+        let w = self.world.lock();
+        w.procs
+            .iter()
+            .filter(|p| p.key == key)
+            .flat_map(|p| p.queues.iter())
+            .filter(|q| q.active)
+            .count()
+    }
+}
+
+impl Backend for Mock {
+    type Target = u64;
+
+    fn caps(&self) -> u64 {
+        u64::from(uapi::KFDP_CAP_HWS_BATCH)
+    }
+
+    fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<u64> {
+        let id = if kind == uapi::KFDP_TARGET_PID { pid } else { fd };
+        let key = u64::try_from(id).map_err(|_| EBADF)?;
+        let w = self.world.lock();
+        w.procs
+            .iter()
+            .find(|p| p.key == key)
+            .map(|p| p.key)
+            .ok_or(EBADF)
+    }
+
+    fn info(&self, t: &u64) -> TargetInfo {
+        TargetInfo {
+            key: *t,
+            tgid: *t as i32,
+            num_gpus: 1,
+        }
+    }
+
+    fn alive(&self, t: &u64) -> bool {
+        self.world.lock().procs.iter().any(|p| p.key == *t && p.alive)
+    }
+
+    fn gpu_ids(&self, t: &u64) -> KVec<u32> {
+        let mut v = KVec::new();
+        if let Some(p) = self.world.lock().procs.iter().find(|p| p.key == *t) {
+            let _ = v.push(p.gpu_id, GFP_KERNEL);
+        }
+        v
+    }
+
+    fn query(&self, _t: &u64, _gpu_id: u32, _out: &mut [uapi::kfdp_queue_info]) -> Result<u32> {
+        Ok(0)
+    }
+
+    fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, u64>]) -> Applied {
+        let mut w = self.world.lock();
+        let mut changed_nodes = KVec::<u32>::new();
+        for it in items.iter_mut() {
+            it.marked = it.owned;
+            let Some(p) = w.procs.iter_mut().find(|p| p.key == *it.target) else {
+                it.status = ESRCH.to_errno();
+                continue;
+            };
+            if !p.alive {
+                it.status = ESRCH.to_errno();
+                it.marked = false;
+                continue;
+            }
+            if p.gpu_id != it.gpu_id {
+                it.status = EINVAL.to_errno();
+                continue;
+            }
+            let frozen = p.frozen > 0;
+            let Some(q) = p.queues.iter_mut().find(|q| q.id == it.queue_id) else {
+                it.status = ENOENT.to_errno();
+                it.marked = false;
+                continue;
+            };
+            let was_active = q.active;
+            match op {
+                Op::Preempt if q.suspended => {
+                    it.status = if it.owned {
+                        uapi::KFDP_R_ALREADY as i32
+                    } else {
+                        EBUSY.to_errno()
+                    };
+                }
+                Op::Preempt => {
+                    it.status = 0;
+                    if !dry_run {
+                        q.suspended = true;
+                        q.active = false;
+                        it.marked = true;
+                    }
+                }
+                Op::Resume if !it.owned => {
+                    it.status = if q.suspended {
+                        EBUSY.to_errno()
+                    } else {
+                        uapi::KFDP_R_ALREADY as i32
+                    };
+                }
+                Op::Resume if !q.suspended => {
+                    it.status = uapi::KFDP_R_EXTERNAL as i32;
+                    it.marked = false;
+                }
+                Op::Resume => {
+                    it.status = 0;
+                    if !dry_run {
+                        q.suspended = false;
+                        q.active = !frozen;
+                        it.marked = false;
+                        if frozen {
+                            it.status = uapi::KFDP_R_DEFERRED as i32;
+                        }
+                    }
+                }
+            }
+            if q.active != was_active && !changed_nodes.contains(&it.gpu_id) {
+                let _ = changed_nodes.push(it.gpu_id, GFP_KERNEL);
+            }
+        }
+        let n = changed_nodes.len() as u32;
+        w.runlist_updates += n;
+        Applied {
+            runlist_updates: n,
+            elapsed_ns: 0,
+        }
+    }
+
+    fn freeze(&self, t: &u64, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+        let mut w = self.world.lock();
+        let Some(p) = w.procs.iter_mut().find(|p| p.key == *t && p.gpu_id == gpu_id) else {
+            return FreezeOutcome {
+                status: EINVAL.to_errno(),
+                applied: false,
+                elapsed_ns: 0,
+            };
+        };
+        if thaw {
+            p.frozen -= 1;
+        } else {
+            p.frozen += 1;
+        }
+        let frozen = p.frozen > 0;
+        for q in p.queues.iter_mut() {
+            q.active = !frozen && !q.suspended;
+        }
+        FreezeOutcome {
+            status: 0,
+            applied: true,
+            elapsed_ns: 0,
+        }
+    }
+}
+
+#[kunit_tests(kfdp_engine)]
+mod tests {
+    use super::*;
+    use crate::{
+        owner::Owner,
+        registry::{
+            QueueKey,
+            REGISTRY, //
+        },
+        uapi::{
+            kfdp_attach,
+            kfdp_freeze,
+            kfdp_queue_ref,
+            KFDP_BATCH_ALL_OR_NOTHING,
+            KFDP_BATCH_VALIDATE_ONLY,
+            KFDP_R_ALREADY,
+            KFDP_TARGET_KFD_FD, //
+        },
+    };
+
+    const GPU: u32 = 0x1002;
+
+    fn world(procs: &[(u64, u32)]) -> Result<Mock> {
+        let m = Mock::new()?;
+        for &(key, nq) in procs {
+            m.add_proc(key, GPU, nq)?;
+        }
+        Ok(m)
+    }
+
+    fn attach(o: &Owner<Mock>, key: u64) -> Result<u32> {
+        let mut a = kfdp_attach {
+            kind: KFDP_TARGET_KFD_FD,
+            fd: key as i32,
+            ..Default::default()
+        };
+        o.attach(&mut a, false)?;
+        Ok(a.handle)
+    }
+
+    fn refs(handle: u32, queues: &[u32]) -> Result<KVec<kfdp_queue_ref>> {
+        let mut v = KVec::new();
+        for &queue_id in queues {
+            v.push(
+                kfdp_queue_ref {
+                    handle,
+                    gpu_id: GPU,
+                    queue_id,
+                    status: 99,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(v)
+    }
+
+    fn run(o: &Owner<Mock>, op: Op, flags: u32, lease_ms: u32, e: &mut [kfdp_queue_ref]) -> Applied {
+        let mut guard = o.state.lock();
+        let state = &mut *guard;
+        o.sweep(state);
+        o.run_batch(state, op, flags, lease_ms, e)
+    }
+
+    fn statuses(e: &[kfdp_queue_ref]) -> KVec<i32> {
+        let mut v = KVec::new();
+        for x in e {
+            let _ = v.push(x.status, GFP_KERNEL);
+        }
+        v
+    }
+
+    #[test]
+    fn batch_is_one_update_and_resume_restores() -> Result {
+        let m = world(&[(101, 8), (102, 8)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let (h1, h2) = (attach(&o, 101)?, attach(&o, 102)?);
+        let mut e = refs(h1, &[0, 1, 2, 3, 4, 5, 6, 7])?;
+        e.extend_from_slice(&refs(h2, &[0, 1, 2, 3, 4, 5, 6, 7])?, GFP_KERNEL)?;
+        let a = run(&o, Op::Preempt, 0, 0, &mut e);
+        assert_eq!(a.runlist_updates, 1);
+        assert!(e.iter().all(|x| x.status == 0));
+        assert_eq!(m.active(101) + m.active(102), 0);
+        let a = run(&o, Op::Resume, 0, 0, &mut e);
+        assert_eq!(a.runlist_updates, 1);
+        assert_eq!(m.active(101) + m.active(102), 16);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn entries_are_validated() -> Result {
+        let m = world(&[(111, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 111)?;
+        let mut e = refs(h, &[0, 1024, 1])?;
+        e[2].gpu_id = 0;
+        e.extend_from_slice(&refs(h + 7, &[0])?, GFP_KERNEL)?;
+        let a = run(&o, Op::Preempt, 0, 0, &mut e);
+        let einval = EINVAL.to_errno();
+        assert_eq!(&statuses(&e)[..], &[0, einval, einval, einval]);
+        assert_eq!(a.runlist_updates, 1);
+        assert_eq!(m.active(111), 1);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn duplicates_are_already() -> Result {
+        let m = world(&[(121, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 121)?;
+        let mut e = refs(h, &[1, 0, 1, 1])?;
+        let a = run(&o, Op::Preempt, 0, 0, &mut e);
+        let already = KFDP_R_ALREADY as i32;
+        assert_eq!(&statuses(&e)[..], &[0, 0, already, already]);
+        assert_eq!(a.runlist_updates, 1);
+        // Preempting again what we hold is ALREADY too, and costs nothing.
+        let a = run(&o, Op::Preempt, 0, 0, &mut e[..1]);
+        assert_eq!(e[0].status, already);
+        assert_eq!(a.runlist_updates, 0);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn owners_are_isolated() -> Result {
+        let m = world(&[(131, 2)])?;
+        let a = Owner::new(m.clone(), false)?;
+        let b = Owner::new(m.clone(), false)?;
+        let (ha, hb) = (attach(&a, 131)?, attach(&b, 131)?);
+        let mut ea = refs(ha, &[0])?;
+        run(&a, Op::Preempt, 0, 0, &mut ea);
+        assert_eq!(ea[0].status, 0);
+        let key = QueueKey {
+            target: 131,
+            gpu_id: GPU,
+            queue_id: 0,
+        };
+        assert_eq!(REGISTRY.lock().mark_owner(&key), Some(a.id));
+        // B can neither take nor resume A's preemption.
+        let mut eb = refs(hb, &[0])?;
+        run(&b, Op::Preempt, 0, 0, &mut eb);
+        assert_eq!(eb[0].status, EBUSY.to_errno());
+        run(&b, Op::Resume, 0, 0, &mut eb);
+        assert_eq!(eb[0].status, EBUSY.to_errno());
+        assert_eq!(m.active(131), 1);
+        // B closing changes nothing of A's; A closing resumes.
+        b.close();
+        assert_eq!(m.active(131), 1);
+        a.close();
+        assert_eq!(m.active(131), 2);
+        assert_eq!(REGISTRY.lock().mark_owner(&key), None);
+        Ok(())
+    }
+
+    #[test]
+    fn validate_only_changes_nothing() -> Result {
+        let m = world(&[(141, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 141)?;
+        let mut e = refs(h, &[0, 5])?;
+        let a = run(&o, Op::Preempt, KFDP_BATCH_VALIDATE_ONLY, 0, &mut e);
+        assert_eq!(&statuses(&e)[..], &[0, ENOENT.to_errno()]);
+        assert_eq!(a.runlist_updates, 0);
+        assert_eq!(m.active(141), 2);
+        assert!(o.state.lock().marks.is_empty());
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn all_or_nothing_changes_nothing_on_error() -> Result {
+        let m = world(&[(151, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 151)?;
+        let mut e = refs(h, &[0, 1, 9])?;
+        run(&o, Op::Preempt, KFDP_BATCH_ALL_OR_NOTHING, 0, &mut e);
+        let c = ECANCELED.to_errno();
+        assert_eq!(&statuses(&e)[..], &[c, c, ENOENT.to_errno()]);
+        assert_eq!(m.active(151), 2);
+        let mut e = refs(h, &[0, 1])?;
+        run(&o, Op::Preempt, KFDP_BATCH_ALL_OR_NOTHING, 0, &mut e);
+        assert_eq!(&statuses(&e)[..], &[0, 0]);
+        assert_eq!(m.active(151), 0);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn close_resumes_and_thaws_everything() -> Result {
+        let m = world(&[(161, 3), (162, 1)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let (h1, h2) = (attach(&o, 161)?, attach(&o, 162)?);
+        let mut e = refs(h1, &[0, 1, 2])?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        for _ in 0..2 {
+            let mut f = kfdp_freeze {
+                handle: h2,
+                ..Default::default()
+            };
+            o.freeze(&mut f, false)?;
+            assert_eq!(f.status, 0);
+        }
+        assert!(REGISTRY.lock().frozen(162, GPU));
+        assert_eq!(m.active(161) + m.active(162), 0);
+        o.close();
+        assert_eq!(m.active(161) + m.active(162), 4);
+        assert!(!REGISTRY.lock().frozen(162, GPU));
+        assert!(m.world.lock().procs.iter().all(|p| p.frozen == 0));
+        Ok(())
+    }
+
+    #[test]
+    fn thaw_needs_a_freeze_of_this_owner() -> Result {
+        let m = world(&[(171, 1)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 171)?;
+        let mut f = kfdp_freeze {
+            handle: h,
+            ..Default::default()
+        };
+        assert_eq!(o.freeze(&mut f, true), Err(EINVAL));
+        f.flags = 1;
+        assert_eq!(o.freeze(&mut f, false), Err(EINVAL));
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn lease_expiry_resumes() -> Result {
+        let m = world(&[(181, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 181)?;
+        let mut e = refs(h, &[0])?;
+        run(&o, Op::Preempt, 0, 1, &mut e);
+        let mut e2 = refs(h, &[1])?;
+        run(&o, Op::Preempt, 0, 0, &mut e2);
+        assert_eq!(m.active(181), 0);
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(3));
+        o.housekeep();
+        // The leased queue is back; the one without a lease stays off.
+        assert_eq!(m.active(181), 1);
+        assert_eq!(o.state.lock().stats.leases_expired, 1);
+        assert_eq!(o.state.lock().marks.len(), 1);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn exited_target_is_unpinned() -> Result {
+        let m = world(&[(191, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 191)?;
+        let mut e = refs(h, &[0])?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        m.world.lock().procs[0].alive = false;
+        o.housekeep();
+        assert!(o.state.lock().attachments[0].target.is_none());
+        assert!(o.state.lock().marks.is_empty());
+        run(&o, Op::Resume, 0, 0, &mut e);
+        assert_eq!(e[0].status, ESRCH.to_errno());
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn same_process_same_handle_and_detach() -> Result {
+        let m = world(&[(201, 2)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 201)?;
+        assert_ne!(h, 0);
+        assert_eq!(attach(&o, 201)?, h);
+        let mut e = refs(h, &[0, 1])?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        o.detach(&crate::uapi::kfdp_detach {
+            handle: h,
+            ..Default::default()
+        })?;
+        assert_eq!(m.active(201), 2);
+        run(&o, Op::Resume, 0, 0, &mut e);
+        assert_eq!(e[0].status, EINVAL.to_errno());
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn statistics_count_what_happened() -> Result {
+        let m = world(&[(211, 4)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 211)?;
+        let mut e = refs(h, &[0, 1, 2, 3])?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        run(&o, Op::Resume, 0, 0, &mut e[..2]);
+        let s = o.state.lock().stats;
+        assert_eq!(s.batches, 2);
+        assert_eq!(s.queues_preempted, 4);
+        assert_eq!(s.queues_resumed, 2);
+        assert_eq!(s.runlist_updates, 2);
+        o.close();
+        Ok(())
+    }
+
+    #[test]
+    fn pid_attach_rules() -> Result {
+        let m = world(&[(221, 1)])?;
+        let off = Owner::new(m.clone(), false)?;
+        let on = Owner::new(m.clone(), true)?;
+        let mut a = kfdp_attach {
+            kind: crate::uapi::KFDP_TARGET_PID,
+            pid: 221,
+            ..Default::default()
+        };
+        assert_eq!(off.attach(&mut a, true), Err(EOPNOTSUPP));
+        assert_eq!(on.attach(&mut a, false), Err(EPERM));
+        assert_eq!(on.attach(&mut a, true), Ok(()));
+        off.close();
+        on.close();
+        Ok(())
+    }
+}

@@ -23,7 +23,7 @@ pub(crate) struct QueueKey {
     pub(crate) queue_id: u32,
 }
 
-/// Module-wide counters, shown in debugfs (`kfd_preempt/stats`).
+/// Module-wide counters (not exposed yet: debugfs is future work).
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct Stats {
     /// PREEMPT calls that reached the hardware phase.
