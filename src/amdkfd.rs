@@ -98,7 +98,8 @@ impl Backend for AmdKfd {
     fn gpu_ids(&self, t: &Target) -> KVec<u32> {
         let mut ids = [0u32; MAX_GPUS];
         // SAFETY: `t.ptr` is live; `ids` has room for `MAX_GPUS` entries.
-        let n = unsafe { glue::kfdp_target_gpu_ids(t.ptr.as_ptr(), ids.as_mut_ptr(), MAX_GPUS as u32) };
+        let n =
+            unsafe { glue::kfdp_target_gpu_ids(t.ptr.as_ptr(), ids.as_mut_ptr(), MAX_GPUS as u32) };
         let n = usize::try_from(n).unwrap_or(0).min(MAX_GPUS);
         let mut v = KVec::new();
         for id in &ids[..n] {
@@ -127,7 +128,11 @@ impl Backend for AmdKfd {
                 target: it.target.ptr.as_ptr(),
                 gpu_id: it.gpu_id,
                 queue_id: it.queue_id,
-                flags: if it.owned { glue::KFDP_GLUE_ITEM_OWNED } else { 0 },
+                flags: if it.owned {
+                    glue::KFDP_GLUE_ITEM_OWNED
+                } else {
+                    0
+                },
                 ..Default::default()
             };
             if raw.push(item, GFP_KERNEL).is_err() {

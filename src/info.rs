@@ -64,7 +64,10 @@ mod tests {
 
     #[test]
     fn reports_version_and_sizes() {
-        let i = info(Config { pid_attach: false, backend_caps: 0 });
+        let i = info(Config {
+            pid_attach: false,
+            backend_caps: 0,
+        });
         assert_eq!(i.abi_major, 1);
         assert_eq!(i.abi_minor, 0);
         assert_eq!(i.max_batch, 4096);
@@ -74,16 +77,30 @@ mod tests {
 
     #[test]
     fn reserved_fields_are_zero() {
-        let i = info(Config { pid_attach: true, backend_caps: 0 });
+        let i = info(Config {
+            pid_attach: true,
+            backend_caps: 0,
+        });
         assert_eq!(i.reserved0, 0);
         assert_eq!(i.reserved, [0u64; 4]);
     }
 
     #[test]
     fn pid_cap_follows_parameter() {
-        assert_eq!(info(Config { pid_attach: false, backend_caps: 0 }).caps, 0);
         assert_eq!(
-            info(Config { pid_attach: true, backend_caps: 0 }).caps,
+            info(Config {
+                pid_attach: false,
+                backend_caps: 0
+            })
+            .caps,
+            0
+        );
+        assert_eq!(
+            info(Config {
+                pid_attach: true,
+                backend_caps: 0
+            })
+            .caps,
             u64::from(KFDP_CAP_PID)
         );
     }

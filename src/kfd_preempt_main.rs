@@ -77,7 +77,10 @@ impl kernel::InPlaceModule for KfdPreemptModule {
         unsafe { registry::REGISTRY.init() };
         // SAFETY: Returns a pointer to a static string.
         let srcversion = unsafe { CStr::from_char_ptr(glue::kfdp_amdgpu_built_srcversion()) };
-        pr_info!("built against amdgpu srcversion {}\n", srcversion.to_str().unwrap_or("?"));
+        pr_info!(
+            "built against amdgpu srcversion {}\n",
+            srcversion.to_str().unwrap_or("?")
+        );
         try_pin_init!(Self {
             _misc <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"kfd_preempt",

@@ -114,7 +114,11 @@ impl Backend for Mock {
     }
 
     fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<u64> {
-        let id = if kind == uapi::KFDP_TARGET_PID { pid } else { fd };
+        let id = if kind == uapi::KFDP_TARGET_PID {
+            pid
+        } else {
+            fd
+        };
         let key = u64::try_from(id).map_err(|_| EBADF)?;
         let w = self.world.lock();
         w.procs
@@ -133,7 +137,11 @@ impl Backend for Mock {
     }
 
     fn alive(&self, t: &u64) -> bool {
-        self.world.lock().procs.iter().any(|p| p.key == *t && p.alive)
+        self.world
+            .lock()
+            .procs
+            .iter()
+            .any(|p| p.key == *t && p.alive)
     }
 
     fn gpu_ids(&self, t: &u64) -> KVec<u32> {
@@ -226,7 +234,11 @@ impl Backend for Mock {
 
     fn freeze(&self, t: &u64, gpu_id: u32, thaw: bool) -> FreezeOutcome {
         let mut w = self.world.lock();
-        let Some(p) = w.procs.iter_mut().find(|p| p.key == *t && p.gpu_id == gpu_id) else {
+        let Some(p) = w
+            .procs
+            .iter_mut()
+            .find(|p| p.key == *t && p.gpu_id == gpu_id)
+        else {
             return FreezeOutcome {
                 status: EINVAL.to_errno(),
                 applied: false,
@@ -306,7 +318,13 @@ mod tests {
         Ok(v)
     }
 
-    fn run(o: &Owner<Mock>, op: Op, flags: u32, lease_ms: u32, e: &mut [kfdp_queue_ref]) -> Applied {
+    fn run(
+        o: &Owner<Mock>,
+        op: Op,
+        flags: u32,
+        lease_ms: u32,
+        e: &mut [kfdp_queue_ref],
+    ) -> Applied {
         let mut guard = o.state.lock();
         let state = &mut *guard;
         o.sweep(state);

@@ -8,8 +8,7 @@
 //! (`Documentation/uapi.rst`, "Owners").
 
 use kernel::{
-    new_delayed_work,
-    new_mutex,
+    new_delayed_work, new_mutex,
     prelude::*,
     sync::{
         Arc,
@@ -302,7 +301,9 @@ impl<B: Backend> Owner<B> {
                 reg.thaw(att.key, f.gpu_id, self.id);
             }
         }
-        state.freezes.retain(|f| handle.is_some_and(|h| h != f.handle));
+        state
+            .freezes
+            .retain(|f| handle.is_some_and(|h| h != f.handle));
     }
 
     /// Resumes the given marks of this owner in one batch, with the same
@@ -349,7 +350,9 @@ impl<B: Backend> Owner<B> {
                 return Applied::default();
             }
         }
-        order.sort_unstable_by_key(|&i| (entries[i].handle, entries[i].gpu_id, entries[i].queue_id, i));
+        order.sort_unstable_by_key(|&i| {
+            (entries[i].handle, entries[i].gpu_id, entries[i].queue_id, i)
+        });
         let key_of = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
         for w in 1..order.len() {
             let dup = key_of(&entries[order[w - 1]]) == key_of(&entries[order[w]]);
@@ -406,7 +409,8 @@ impl<B: Backend> Owner<B> {
         // Pass 2: the backend checks what only it can see.
         if all_or_nothing && !validate_only {
             let _ = self.backend.apply(op, true, &mut items);
-            let failed = entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status < 0);
+            let failed =
+                entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status < 0);
             if failed {
                 for (it, &i) in items.iter().zip(item_entry.iter()) {
                     entries[i].status = it.status;
@@ -462,8 +466,11 @@ impl<B: Backend> Owner<B> {
                     };
                     // The mark is on the hardware: if it cannot be recorded,
                     // undo it rather than leave it without an owner.
-                    if state.marks.push(m, GFP_KERNEL).is_err() || reg.claim(key, self.id).is_err() {
-                        state.marks.retain(|x| !(x.handle == handle && x.gpu_id == gpu_id && x.queue_id == queue_id));
+                    if state.marks.push(m, GFP_KERNEL).is_err() || reg.claim(key, self.id).is_err()
+                    {
+                        state.marks.retain(|x| {
+                            !(x.handle == handle && x.gpu_id == gpu_id && x.queue_id == queue_id)
+                        });
                         e.status = neg(ENOMEM);
                         let mut one = [Item {
                             target: it.target,
@@ -539,7 +546,11 @@ impl<B: Backend> Owner<B> {
         if thaw {
             // Only what this owner froze can be thawed through it.
             for &g in gpus.iter() {
-                if !state.freezes.iter().any(|x| x.handle == f.handle && x.gpu_id == g && x.count > 0) {
+                if !state
+                    .freezes
+                    .iter()
+                    .any(|x| x.handle == f.handle && x.gpu_id == g && x.count > 0)
+                {
                     return Err(EINVAL);
                 }
             }
@@ -570,7 +581,11 @@ impl<B: Backend> Owner<B> {
             }
             drop(reg);
             let handle = f.handle;
-            match state.freezes.iter_mut().find(|x| x.handle == handle && x.gpu_id == g) {
+            match state
+                .freezes
+                .iter_mut()
+                .find(|x| x.handle == handle && x.gpu_id == g)
+            {
                 Some(x) if thaw => x.count -= 1,
                 Some(x) => x.count += 1,
                 None => {

@@ -33,7 +33,13 @@ use crate::{
 const INFO_SIZE: usize = size_of::<kfdp_queue_info>();
 
 /// Adds the ownership bits only the engine knows to `qi.state`.
-fn ownership<B: Backend>(owner: &Owner<B>, key: u64, handle: u32, marks: &[crate::owner::Mark], qi: &mut kfdp_queue_info) {
+fn ownership<B: Backend>(
+    owner: &Owner<B>,
+    key: u64,
+    handle: u32,
+    marks: &[crate::owner::Mark],
+    qi: &mut kfdp_queue_info,
+) {
     let reg = REGISTRY.lock();
     let q = QueueKey {
         target: key,
