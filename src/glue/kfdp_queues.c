@@ -28,8 +28,8 @@
 /*
  * Copies of amdkfd's static increment/decrement_queue_count()
  * (amdkfd/kfd_device_queue_manager.c). active_queue_count must equal the
- * number of is_active queues: the runlist IB is sized from it. The copies
- * are fingerprinted at build time (scripts/check-amdkfd-fingerprints.sh).
+ * number of is_active queues: the runlist IB is sized from it. Re-read the
+ * originals on every rebase (Documentation/design.rst, "Rebasing").
  */
 static void kfdp_increment_queue_count(struct device_queue_manager *dqm,
 				       struct qcm_process_device *qpd,
