@@ -555,6 +555,14 @@ impl<B: Backend> Owner<B> {
                 }
             }
         } else {
+            // Counts must stay exactly paired with amdkfd's: never wrap.
+            if state
+                .freezes
+                .iter()
+                .any(|x| x.handle == f.handle && x.count == u32::MAX)
+            {
+                return Err(EOVERFLOW);
+            }
             state.freezes.reserve(gpus.len(), GFP_KERNEL)?;
         }
 
