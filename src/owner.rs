@@ -145,12 +145,15 @@ fn neg(e: Error) -> i32 {
 /// amdkfd's KFD_MAX_NUM_OF_QUEUES_PER_PROCESS (asserted in the glue).
 const MAX_QUEUE_ID: u32 = 1024;
 
+/// Attachment `handle`, if this owner has it. A free function, not a method
+/// of [`State`], so that callers can borrow other fields of the state.
+pub(crate) fn attachment<T>(attachments: &[Attachment<T>], handle: u32) -> Option<&Attachment<T>> {
+    attachments.iter().find(|a| a.handle == handle)
+}
+
 /// The registry key of attachment `handle`'s process (0 if unknown).
 fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
-    attachments
-        .iter()
-        .find(|a| a.handle == handle)
-        .map_or(0, |a| a.key)
+    attachment(attachments, handle).map_or(0, |a| a.key)
 }
 
 impl<B: Backend> Owner<B> {
@@ -255,15 +258,7 @@ impl<B: Backend> Owner<B> {
 
     /// Resumes every mark and thaws every freeze of `handle` (all if `None`).
     fn undo(&self, state: &mut State<B::Target>, handle: Option<u32>) {
-        let mut marks = KVec::new();
-        for m in state.marks.iter() {
-            if handle.is_none_or(|h| h == m.handle) {
-                // Without memory the batch is only shorter: what is left
-                // over is given up below.
-                let _ = marks.push((m.handle, m.gpu_id, m.queue_id), GFP_KERNEL);
-            }
-        }
-        self.resume_marks(state, &marks);
+        self.resume_marks(state, |m| handle.is_none_or(|h| h == m.handle));
         // The backend clears every mark it is asked to resume, so marks left
         // here are only those the batch could not hold; they are given up
         // rather than left to an owner that is going away.
@@ -288,7 +283,7 @@ impl<B: Backend> Owner<B> {
             if handle.is_some_and(|h| h != f.handle) {
                 continue;
             }
-            let Some(att) = state.attachments.iter().find(|a| a.handle == f.handle) else {
+            let Some(att) = attachment(&state.attachments, f.handle) else {
                 continue;
             };
             if let Some(t) = att.target.as_ref() {
@@ -306,22 +301,26 @@ impl<B: Backend> Owner<B> {
             .retain(|f| handle.is_some_and(|h| h != f.handle));
     }
 
-    /// Resumes the given marks of this owner in one batch, with the same
-    /// bookkeeping as a RESUME call; returns what it cost.
-    fn resume_marks(&self, state: &mut State<B::Target>, marks: &[(u32, u32, u32)]) -> Applied {
+    /// Resumes, in one batch and with the same bookkeeping as a RESUME call,
+    /// this owner's marks that `select` picks; returns how many it picked.
+    /// Without memory the batch is only shorter: the marks left over stay.
+    fn resume_marks(&self, state: &mut State<B::Target>, select: impl Fn(&Mark) -> bool) -> usize {
         let mut entries = KVec::new();
-        for &(handle, gpu_id, queue_id) in marks {
+        for m in state.marks.iter().filter(|m| select(m)) {
             let e = uapi::kfdp_queue_ref {
-                handle,
-                gpu_id,
-                queue_id,
+                handle: m.handle,
+                gpu_id: m.gpu_id,
+                queue_id: m.queue_id,
                 status: 0,
             };
             if entries.push(e, GFP_KERNEL).is_err() {
                 break;
             }
         }
-        self.run_batch(state, Op::Resume, 0, 0, &mut entries)
+        if !entries.is_empty() {
+            self.run_batch(state, Op::Resume, 0, 0, &mut entries);
+        }
+        entries.len()
     }
 
     /// The engine of PREEMPT and RESUME, after the entries were copied in.
@@ -369,7 +368,7 @@ impl<B: Backend> Owner<B> {
             if e.status != 0 {
                 continue;
             }
-            let Some(att) = state.attachments.iter().find(|a| a.handle == e.handle) else {
+            let Some(att) = attachment(&state.attachments, e.handle) else {
                 e.status = neg(EINVAL);
                 continue;
             };
@@ -524,11 +523,7 @@ impl<B: Backend> Owner<B> {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         self.sweep(state);
-        let att = state
-            .attachments
-            .iter()
-            .find(|a| a.handle == f.handle)
-            .ok_or(EINVAL)?;
+        let att = attachment(&state.attachments, f.handle).ok_or(EINVAL)?;
         let key = att.key;
         let Some(target) = att.target.as_ref() else {
             return Err(ESRCH);
@@ -646,18 +641,11 @@ impl<B: Backend> Owner<B> {
             return None;
         }
         self.sweep(&mut state);
-        let mut expired = KVec::new();
-        for m in state.marks.iter() {
-            if m.lease_left_ns().is_some_and(|left| left <= 0) {
-                let _ = expired.push((m.handle, m.gpu_id, m.queue_id), GFP_KERNEL);
-            }
-        }
-        if !expired.is_empty() {
-            let n = expired.len() as u64;
-            self.resume_marks(&mut state, &expired);
-            state.stats.leases_expired += n;
-            REGISTRY.lock().stats.leases_expired += n;
-        }
+        let expired = self.resume_marks(&mut state, |m| {
+            m.lease_left_ns().is_some_and(|left| left <= 0)
+        }) as u64;
+        state.stats.leases_expired += expired;
+        REGISTRY.lock().stats.leases_expired += expired;
         Self::next_wakeup(&state)
     }
 

@@ -15,7 +15,10 @@ use kernel::{
 use crate::{
     backend::Backend,
     batch::element,
-    owner::Owner,
+    owner::{
+        attachment,
+        Owner, //
+    },
     registry::{
         QueueKey,
         REGISTRY, //
@@ -80,11 +83,7 @@ pub(crate) fn query<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) 
         let mut guard = owner.state.lock();
         let state = &mut *guard;
         owner.sweep(state);
-        let att = state
-            .attachments
-            .iter()
-            .find(|a| a.handle == q.handle)
-            .ok_or(EINVAL)?;
+        let att = attachment(&state.attachments, q.handle).ok_or(EINVAL)?;
         let target = att.target.as_ref().ok_or(ESRCH)?;
         let total = owner.backend.query(target, q.gpu_id, &mut buf)?;
         let written = (total as usize).min(cap);
