@@ -32,16 +32,18 @@ use crate::{
         Backend,
         Op, //
     },
+    backends::Backends,
     batch,
     glue,
     info,
     owner::Owner,
     query,
+    sim::backend::SimNodes,
     uapi, //
 };
 
 #[vtable]
-impl MiscDevice for Owner<AmdKfd> {
+impl MiscDevice for Owner<Backends> {
     type Ptr = Arc<Self>;
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Self>> {
@@ -50,7 +52,9 @@ impl MiscDevice for Owner<AmdKfd> {
         if !unsafe { glue::kfdp_file_may_preempt(file.as_ptr()) } {
             return Err(EPERM);
         }
-        Owner::new(AmdKfd, crate::module_parameters::pid_attach.value())
+        let sim = crate::sim::SIM_SLOT.lock().clone().map(SimNodes);
+        let backends = Backends { kfd: AmdKfd, sim };
+        Owner::new(backends, crate::module_parameters::pid_attach.value())
     }
 
     fn release(owner: Arc<Self>, _file: &File) {

@@ -19,24 +19,34 @@
 //! * [`registry`]: what all owners hold, and the statistics;
 //! * [`backend`]: the trait between that engine and the hardware;
 //! * [`amdkfd`]: the backend of real GPUs, over the C glue in `glue/`,
-//!   the only code that sees amdkfd's private headers.
+//!   the only code that sees amdkfd's private headers;
+//! * [`sim`]: the simulated nodes (`sim_nodes=N`), a second backend with its
+//!   tenant device `/dev/kfd_preempt_sim`; [`backends`] puts both behind
+//!   `/dev/kfd_preempt`.
 
 use kernel::{
+    debugfs::{
+        Dir,
+        Scope, //
+    },
     miscdevice::{
         MiscDeviceOptions,
         MiscDeviceRegistration, //
     },
     prelude::*,
+    sync::Arc,
 };
 
 mod amdkfd;
 mod backend;
+mod backends;
 mod batch;
 mod device;
 mod info;
 mod owner;
 mod query;
 mod registry;
+mod sim;
 mod uapi;
 
 #[cfg(kfdp_kunit)]
@@ -61,30 +71,95 @@ module! {
             default: false,
             description: "Allow KFDP_TARGET_PID attach (callers also need CAP_SYS_ADMIN)",
         },
+        sim_nodes: u32 {
+            default: 0,
+            description: "Simulated KFD nodes for testing without a GPU (0: none, at most 8)",
+        },
+        sim_mes_nodes: u32 {
+            default: 0,
+            description: "Bit N makes simulated node N a MES node (default: all HWS)",
+        },
     },
 }
 
 #[pin_data]
 struct KfdPreemptModule {
     #[pin]
-    _misc: MiscDeviceRegistration<owner::Owner<amdkfd::AmdKfd>>,
+    _misc: MiscDeviceRegistration<owner::Owner<backends::Backends>>,
+    /// Present with `sim_nodes=N`, N > 0.
+    _sim: Option<Pin<KBox<SimParts>>>,
+    _debugfs: Dir,
+}
+
+/// What exists only with simulated nodes: the tenant device and the debugfs
+/// knobs. Dropping it makes new owners see no simulated nodes.
+#[pin_data(PinnedDrop)]
+struct SimParts {
+    #[pin]
+    _tenant: MiscDeviceRegistration<sim::tenant::Tenant>,
+    #[pin]
+    _files: Scope<Arc<sim::Sim>>,
+}
+
+#[pinned_drop]
+impl PinnedDrop for SimParts {
+    fn drop(self: Pin<&mut Self>) {
+        *sim::SIM_SLOT.lock() = None;
+    }
+}
+
+/// Creates the simulated nodes, if the parameters ask for any.
+fn sim_parts(debugfs: &Dir) -> Result<Option<Pin<KBox<SimParts>>>> {
+    let nodes = module_parameters::sim_nodes.value();
+    if nodes == 0 {
+        return Ok(None);
+    }
+    let mes = module_parameters::sim_mes_nodes.value();
+    let sim = sim::Sim::new(nodes, mes).inspect_err(|_| {
+        pr_err!("sim_nodes={nodes}: must be 1..={}\n", sim::MAX_NODES);
+    })?;
+    *sim::SIM_SLOT.lock() = Some(sim.clone());
+    let parts = KBox::pin_init(
+        try_pin_init!(SimParts {
+            _tenant <- MiscDeviceRegistration::register(MiscDeviceOptions {
+                name: c"kfd_preempt_sim",
+            }),
+            _files <- sim::knobs::files(debugfs, sim),
+        }),
+        GFP_KERNEL,
+    );
+    match parts {
+        Ok(p) => {
+            pr_info!("{nodes} simulated node(s), MES mask {mes:#x}\n");
+            Ok(Some(p))
+        }
+        Err(e) => {
+            *sim::SIM_SLOT.lock() = None;
+            Err(e)
+        }
+    }
 }
 
 impl kernel::InPlaceModule for KfdPreemptModule {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        // SAFETY: Called once, before the device exists and before the KUnit
+        // SAFETY: Called once, before the devices exist and before the KUnit
         // suites (which run once the module is live).
         unsafe { registry::REGISTRY.init() };
+        // SAFETY: As above.
+        unsafe { sim::SIM_SLOT.init() };
         // SAFETY: Returns a pointer to a static string.
         let srcversion = unsafe { CStr::from_char_ptr(glue::kfdp_amdgpu_built_srcversion()) };
         pr_info!(
             "built against amdgpu srcversion {}\n",
             srcversion.to_str().unwrap_or("?")
         );
+        let debugfs = Dir::new(c"kfd_preempt");
         try_pin_init!(Self {
+            _sim: sim_parts(&debugfs)?,
             _misc <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"kfd_preempt",
             }),
+            _debugfs: debugfs,
         })
     }
 }

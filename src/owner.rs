@@ -186,7 +186,8 @@ impl<B: Backend> Owner<B> {
             return Err(EINVAL);
         }
         match a.kind {
-            uapi::KFDP_TARGET_KFD_FD => {
+            // The backend says whether it has simulated nodes.
+            uapi::KFDP_TARGET_KFD_FD | uapi::KFDP_TARGET_SIM_FD => {
                 if a.pid != 0 {
                     return Err(EINVAL);
                 }
@@ -202,8 +203,6 @@ impl<B: Backend> Owner<B> {
                     return Err(EPERM);
                 }
             }
-            // No simulated nodes in this module (sim_nodes=0).
-            uapi::KFDP_TARGET_SIM_FD => return Err(EOPNOTSUPP),
             _ => return Err(EINVAL),
         }
         let target = self.backend.attach(a.kind, a.fd, a.pid)?;

@@ -42,6 +42,13 @@ pub(crate) const KFDP_IOC_RESUME: u32 = _IOWR::<kfdp_batch>(KFDP_IOC_MAGIC, 0x05
 pub(crate) const KFDP_IOC_FREEZE: u32 = _IOWR::<kfdp_freeze>(KFDP_IOC_MAGIC, 0x06);
 pub(crate) const KFDP_IOC_THAW: u32 = _IOWR::<kfdp_freeze>(KFDP_IOC_MAGIC, 0x07);
 
+pub(crate) const KFDP_SIM_IOC_CREATE_QUEUE: u32 =
+    _IOWR::<kfdp_sim_queue_create>(KFDP_IOC_MAGIC, 0x40);
+pub(crate) const KFDP_SIM_IOC_DESTROY_QUEUE: u32 =
+    _IOW::<kfdp_sim_queue_destroy>(KFDP_IOC_MAGIC, 0x41);
+pub(crate) const KFDP_SIM_IOC_QUEUE_STATUS: u32 =
+    _IOWR::<kfdp_sim_queue_status>(KFDP_IOC_MAGIC, 0x42);
+
 const _: () = {
     assert!(KFDP_IOC_INFO == KFDP_CHECK_IOC_INFO);
     assert!(KFDP_IOC_ATTACH == KFDP_CHECK_IOC_ATTACH);
@@ -51,15 +58,9 @@ const _: () = {
     assert!(KFDP_IOC_RESUME == KFDP_CHECK_IOC_RESUME);
     assert!(KFDP_IOC_FREEZE == KFDP_CHECK_IOC_FREEZE);
     assert!(KFDP_IOC_THAW == KFDP_CHECK_IOC_THAW);
-    assert!(
-        _IOWR::<kfdp_sim_queue_create>(KFDP_IOC_MAGIC, 0x40) == KFDP_CHECK_SIM_IOC_CREATE_QUEUE
-    );
-    assert!(
-        _IOW::<kfdp_sim_queue_destroy>(KFDP_IOC_MAGIC, 0x41) == KFDP_CHECK_SIM_IOC_DESTROY_QUEUE
-    );
-    assert!(
-        _IOWR::<kfdp_sim_queue_status>(KFDP_IOC_MAGIC, 0x42) == KFDP_CHECK_SIM_IOC_QUEUE_STATUS
-    );
+    assert!(KFDP_SIM_IOC_CREATE_QUEUE == KFDP_CHECK_SIM_IOC_CREATE_QUEUE);
+    assert!(KFDP_SIM_IOC_DESTROY_QUEUE == KFDP_CHECK_SIM_IOC_DESTROY_QUEUE);
+    assert!(KFDP_SIM_IOC_QUEUE_STATUS == KFDP_CHECK_SIM_IOC_QUEUE_STATUS);
 };
 
 // The numbers `Documentation/uapi.rst` makes binding.

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `/dev/kfd_preempt_sim`: the tenant side of the simulated node. Each open
+//! file is one simulated KFD process, bound to the opener's address space
+//! as amdkfd binds a kfd_process to its mm.
+
+use kernel::{
+    fs::File,
+    ioctl::_IOC_SIZE,
+    miscdevice::{
+        MiscDevice,
+        MiscDeviceRegistration, //
+    },
+    prelude::*,
+    sync::{
+        aref::ARef,
+        Arc,
+        ArcBorrow, //
+    },
+    task::Task,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use super::{
+    model::{
+        MAX_PRIORITY,
+        QUEUE_TYPE_COMPUTE,
+        QUEUE_TYPE_COMPUTE_AQL,
+        QUEUE_TYPE_SDMA, //
+    },
+    Sim,
+    GPU_ID_BASE,
+    SIM_SLOT, //
+};
+use crate::uapi;
+
+/// One open tenant file: one simulated process.
+pub(crate) struct Tenant {
+    sim: Arc<Sim>,
+    id: u64,
+}
+
+#[vtable]
+impl MiscDevice for Tenant {
+    type Ptr = Arc<Self>;
+
+    fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Self>> {
+        let sim = SIM_SLOT.lock().clone().ok_or(ENODEV)?;
+        let task = kernel::current!();
+        // Kernel threads have no address space to bind a process to.
+        let mm = task.mm().ok_or(EINVAL)?;
+        let mm: ARef<kernel::mm::Mm> = ARef::from(&**mm);
+        let leader: ARef<Task> = ARef::from(task.group_leader());
+        let id = sim
+            .state
+            .lock()
+            .create_process(file.as_ptr() as usize, leader, mm)?;
+        let keep = sim.clone();
+        Arc::new(Tenant { sim, id }, GFP_KERNEL).map_err(|e| {
+            keep.state.lock().release(&keep, id);
+            e.into()
+        })
+    }
+
+    fn release(tenant: Arc<Self>, _file: &File) {
+        tenant.sim.state.lock().release(&tenant.sim, tenant.id);
+    }
+
+    fn ioctl(tenant: ArcBorrow<'_, Self>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
+        match cmd {
+            uapi::KFDP_SIM_IOC_CREATE_QUEUE => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut c: uapi::kfdp_sim_queue_create = r.read()?;
+                w.write(&c)?;
+                tenant.create(&mut c)?;
+                UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
+                    .writer()
+                    .write(&c)?;
+            }
+            uapi::KFDP_SIM_IOC_DESTROY_QUEUE => {
+                let d: uapi::kfdp_sim_queue_destroy = user.reader().read()?;
+                if d.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                let sim = &tenant.sim;
+                sim.state.lock().destroy_queue(sim, tenant.id, d.queue_id)?;
+            }
+            uapi::KFDP_SIM_IOC_QUEUE_STATUS => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut s: uapi::kfdp_sim_queue_status = r.read()?;
+                if s.reserved != [0; 2] {
+                    return Err(EINVAL);
+                }
+                w.write(&s)?;
+                tenant.status(&mut s)?;
+                UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
+                    .writer()
+                    .write(&s)?;
+            }
+            _ => return Err(ENOTTY),
+        }
+        Ok(0)
+    }
+}
+
+impl Tenant {
+    fn create(&self, c: &mut uapi::kfdp_sim_queue_create) -> Result {
+        if c.reserved0 != 0 || c.reserved1 != 0 {
+            return Err(EINVAL);
+        }
+        if c.node >= self.sim.nodes() || c.priority > MAX_PRIORITY {
+            return Err(EINVAL);
+        }
+        if !matches!(
+            c.queue_type,
+            QUEUE_TYPE_COMPUTE | QUEUE_TYPE_SDMA | QUEUE_TYPE_COMPUTE_AQL
+        ) {
+            return Err(EINVAL);
+        }
+        let sim = &self.sim;
+        let qid = sim
+            .state
+            .lock()
+            .create_queue(sim, self.id, c.node, c.queue_type, c.priority)?;
+        c.queue_id = qid;
+        c.gpu_id = GPU_ID_BASE + c.node;
+        Ok(())
+    }
+
+    fn status(&self, s: &mut uapi::kfdp_sim_queue_status) -> Result {
+        let sim = &self.sim;
+        let mut st = sim.state.lock();
+        st.reap(sim);
+        let pi = st.find(self.id).ok_or(ESRCH)?;
+        let now = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        let p = &mut st.processes[pi];
+        let qi = p
+            .queues
+            .iter()
+            .position(|q| q.id == s.queue_id)
+            .ok_or(ENOENT)?;
+        let (retired, in_flight) = p.queues[qi].progress(now);
+        s.state = p.state_bits(&p.queues[qi]);
+        s.retired = retired;
+        s.in_flight = in_flight;
+        Ok(())
+    }
+}
