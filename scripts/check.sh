@@ -56,13 +56,16 @@ cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste 
 [ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 
-vm_out=$(kfdp_phase vm tests/vm/run --out out/vm 2>&1)
+# With the simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests
+# prove the uapi's semantics end to end (Documentation/simulated-node.rst).
+vm_out=$(kfdp_phase vm tests/vm/run sim_nodes=2 sim_mes_nodes=2 --out out/vm 2>&1)
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
-# Once more with pid_attach=1: the PID-mode rejection paths (EPERM without
-# CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then; the kselftests read the mode
-# from KFDP_IOC_INFO and skip what does not apply.
+# Once more with pid_attach=1 and no simulated node: the PID-mode rejection
+# paths (EPERM without CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then, as does
+# the EOPNOTSUPP of a simulated ATTACH; the kselftests read the mode from
+# KFDP_IOC_INFO and skip what does not apply.
 vm_out=$(kfdp_phase vm-pid-attach tests/vm/run pid_attach=1 --out out/vm-pid-attach 2>&1)
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
