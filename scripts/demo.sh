@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make demo`: provision what is missing, build, and show kfd_preempt in the
-# test VM: amdgpu loads, kfd_preempt loads beside it and answers INFO through
-# the userspace CLI.
+# test VM: amdgpu loads, kfd_preempt loads beside it with two simulated nodes,
+# answers INFO through the userspace CLI, and a scheduler daemon preempts and
+# resumes a simulated tenant's queues (tests/vm/sim_demo.c).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$KFDP_ROOT"
@@ -10,5 +11,8 @@ kfdp_phase toolchain scripts/install-toolchain.sh
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null
 kfdp_phase module make -s modules
 kfdp_phase cli bash -c 'cd userspace && cargo build --quiet --release --bin kfd-preempt'
-kfdp_phase vm tests/vm/run --no-kselftest \
-	--copy userspace/target/release/kfd-preempt "$@" -- tests/vm/demo.sh
+mkdir -p out/demo
+kfdp_phase sim-demo gcc -static -O2 -Wall -Iuapi -o out/demo/sim_demo tests/vm/sim_demo.c
+kfdp_phase vm tests/vm/run --no-kselftest sim_nodes=2 sim_mes_nodes=2 \
+	--copy userspace/target/release/kfd-preempt --copy out/demo/sim_demo \
+	"$@" -- tests/vm/demo.sh

@@ -76,7 +76,7 @@ fn status(sim: &Sim, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let k = &sim.knobs[n as usize];
         writeln!(
             f,
-            "node{n} gpu_id {} mode {} queues {all} mapped {mapped} runlist_updates {} resets {}",
+            "node{n} gpu_id {:#x} mode {} queues {all} mapped {mapped} runlist_updates {} resets {}",
             GPU_ID_BASE + n,
             if sim.mes[n as usize] { "mes" } else { "hws" },
             k.runlist_updates.load(Relaxed),
