@@ -108,8 +108,6 @@ static inline int kfdp_dbg_write(const char *file, const char *text)
 
 /* Sends a command to the sim's control file, e.g. "evict 123 0". */
 static inline int kfdp_control(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static inline int kfdp_control(const char *fmt, ...)
 {
 	char cmd[96];
 	va_list ap;
@@ -159,7 +157,7 @@ static inline long long kfdp_sim_stat(const char *key)
 		while (sscanf(p, "%63s%n", word, &n) == 1) {
 			p += n;
 			if (!strcmp(word, key)) {
-				sscanf(p, "%lld", &v);
+				v = strtoll(p, NULL, 10);
 				goto out;
 			}
 			if (sscanf(p, "%63s%n", word, &n) == 1)

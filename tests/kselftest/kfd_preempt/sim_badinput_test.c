@@ -28,7 +28,8 @@ FIXTURE(bad) {
 	char *pages;		/* two pages: read-write, then PROT_NONE */
 };
 
-static void snap(FIXTURE_DATA(bad) *self, struct snapshot *s)
+/* FIXTURE_DATA(bad), spelled out. */
+static void snap(struct _test_data_bad *self, struct snapshot *s)
 {
 	int i;
 

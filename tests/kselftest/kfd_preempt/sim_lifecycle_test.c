@@ -66,7 +66,8 @@ static __u32 child_state(struct kfdp_child *c, int i)
 	return kfdp_queue_state(c->fd, c->qids[i]);
 }
 
-static void tenant_dies(struct __test_metadata *_metadata, FIXTURE_DATA(life) *self,
+/* self is FIXTURE_DATA(life), spelled out. */
+static void tenant_dies(struct __test_metadata *_metadata, struct _test_data_life *self,
 			int kill_it, int frozen)
 {
 	long long procs = kfdp_sim_stat("processes");
