@@ -333,6 +333,18 @@ static inline int kfdp_child_stop(struct kfdp_child *c, int kill_it)
 	return status;
 }
 
+/*
+ * After a test closed its files: nothing suspended, nothing on the hardware
+ * that should not be, no work lost. A macro, for the harness's EXPECT_EQ.
+ */
+#define KFDP_EXPECT_SIM_CLEAN() do {					\
+	if (!kfdp_sim_absent()) {					\
+		EXPECT_EQ(0, kfdp_sim_stat("suspended"));		\
+		EXPECT_EQ(0, kfdp_sim_stat("misplaced"));		\
+		EXPECT_EQ(0, kfdp_sim_stat("conservation_errors"));	\
+	}								\
+} while (0)
+
 /* Waits until the module's housekeeping (100 ms) has had time to run. */
 #define KFDP_HOUSEKEEPING_MS 250
 

@@ -57,11 +57,7 @@ FIXTURE_TEARDOWN(fault)
 		close(self->owner);
 	if (self->tenant >= 0)
 		close(self->tenant);
-	if (!kfdp_sim_absent()) {
-		EXPECT_EQ(0, kfdp_sim_stat("suspended"));
-		EXPECT_EQ(0, kfdp_sim_stat("misplaced"));
-		EXPECT_EQ(0, kfdp_sim_stat("conservation_errors"));
-	}
+	KFDP_EXPECT_SIM_CLEAN();
 }
 
 #define PREEMPT(q) kfdp_one(self->owner, KFDP_IOC_PREEMPT, self->handle, self->node, (q))

@@ -41,11 +41,7 @@ FIXTURE_TEARDOWN(life)
 		close(self->child.fd);
 	if (self->owner >= 0)
 		close(self->owner);
-	if (!kfdp_sim_absent()) {
-		EXPECT_EQ(0, kfdp_sim_stat("suspended"));
-		EXPECT_EQ(0, kfdp_sim_stat("misplaced"));
-		EXPECT_EQ(0, kfdp_sim_stat("conservation_errors"));
-	}
+	KFDP_EXPECT_SIM_CLEAN();
 }
 
 static int preempt_all(int owner, __u32 handle, struct kfdp_child *c, __u32 cmd)
