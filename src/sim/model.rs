@@ -359,7 +359,14 @@ impl State {
             }
         }
         let extra = u64::from(k.delay_next_us.xchg(0, Relaxed)) * 1000;
-        delay(k.cycle_ns.load(Relaxed) + k.per_queue_ns.load(Relaxed) * (resident + next) + extra);
+        // Saturating: the knobs are whatever root wrote to debugfs.
+        let per_queue = k.per_queue_ns.load(Relaxed).saturating_mul(resident + next);
+        delay(
+            k.cycle_ns
+                .load(Relaxed)
+                .saturating_add(per_queue)
+                .saturating_add(extra),
+        );
         let now = Instant::<Monotonic>::now();
 
         if NodeKnobs::take(&k.fail_unmaps) {
@@ -398,7 +405,7 @@ impl State {
         let k = &sim.knobs[node as usize];
         k.runlist_updates.fetch_add(1, Relaxed);
         let extra = u64::from(k.delay_next_us.xchg(0, Relaxed)) * 1000;
-        delay(k.mes_call_ns.load(Relaxed) + extra);
+        delay(k.mes_call_ns.load(Relaxed).saturating_add(extra));
     }
 
     /// One MES call (remove_queue or add_queue) bringing queue `qi` of
