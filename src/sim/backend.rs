@@ -101,12 +101,11 @@ impl Backend for SimNodes {
         let ident = file.as_ptr() as usize;
         let mut st = self.0.state.lock();
         st.reap(&self.0);
-        let (id, alive) = st.by_file(ident).ok_or(EINVAL)?;
-        if !alive {
+        let p = st.by_file(ident).ok_or(EINVAL)?;
+        if !p.alive {
             return Err(ESRCH);
         }
-        let pi = st.find(id).ok_or(ESRCH)?;
-        let leader = st.processes[pi].leader.clone();
+        let (id, leader) = (p.id, p.leader.clone());
         drop(st);
         drop(file);
         Ok(Target { id, leader })

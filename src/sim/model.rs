@@ -83,6 +83,12 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
+    /// Whether the queue belongs on the hardware, given its process's
+    /// eviction count on its node.
+    fn runs_with(&self, evicted: u32) -> bool {
+        !self.suspended && !self.reset && evicted == 0
+    }
+
     fn is_compute(&self) -> bool {
         matches!(self.qtype, QUEUE_TYPE_COMPUTE | QUEUE_TYPE_COMPUTE_AQL)
     }
@@ -163,7 +169,7 @@ pub(crate) struct Process {
 
 impl Process {
     fn should_run(&self, q: &Queue) -> bool {
-        !q.suspended && !q.reset && self.evicted[q.node as usize] == 0
+        q.runs_with(self.evicted[q.node as usize])
     }
 
     /// KFDP_QS_* bits of a queue.
@@ -194,8 +200,9 @@ pub(crate) struct Req {
     pub(crate) owned: bool,
     pub(crate) status: i32,
     pub(crate) marked: bool,
-    /// The queue's place on the hardware must change.
-    needs: bool,
+    /// The queue's place on the hardware must change: its (process,
+    /// queue) indices, which stay valid for the whole batch.
+    moves: Option<(usize, usize)>,
 }
 
 impl Req {
@@ -207,7 +214,7 @@ impl Req {
             owned,
             status: 0,
             marked: false,
-            needs: false,
+            moves: None,
         }
     }
 }
@@ -263,12 +270,9 @@ impl State {
         self.processes.iter().position(|p| p.id == id && p.alive)
     }
 
-    /// The process of tenant file `file`, and whether it is alive.
-    pub(crate) fn by_file(&self, file: usize) -> Option<(u64, bool)> {
-        self.processes
-            .iter()
-            .find(|p| p.file == file)
-            .map(|p| (p.id, p.alive))
+    /// The process of tenant file `file`, alive or not.
+    pub(crate) fn by_file(&self, file: usize) -> Option<&Process> {
+        self.processes.iter().find(|p| p.file == file)
     }
 
     /// Creates the process of a newly opened tenant file.
@@ -385,7 +389,7 @@ impl State {
             for p in self.processes.iter_mut() {
                 let ev = p.evicted[node as usize];
                 for q in p.queues.iter_mut().filter(|q| q.node == node) {
-                    if !q.suspended && !q.reset && ev == 0 {
+                    if q.runs_with(ev) {
                         q.map(now);
                         broken += u32::from(!q.conserved());
                     }
@@ -483,7 +487,7 @@ impl State {
         self.reap(sim);
         for r in reqs.iter_mut() {
             r.marked = false;
-            r.needs = false;
+            r.moves = None;
             let Some(pi) = self.find(r.process) else {
                 r.status = neg(ESRCH);
                 continue;
@@ -501,38 +505,34 @@ impl State {
                 r.status = neg(ENOENT);
                 continue;
             };
-            match op {
+            let moves = match op {
                 Op::Preempt => Self::mark(p, qi, r, dry_run),
                 Op::Resume => Self::unmark(p, qi, r, dry_run),
-            }
+            };
+            r.moves = moves.then_some((pi, qi));
         }
 
         let mut cost = Cost::default();
         let t0 = Instant::<Monotonic>::now();
         for node in 0..self.nodes {
-            if !reqs.iter().any(|r| r.needs && r.node == Some(node)) {
+            let moving = |r: &&mut Req| r.moves.is_some() && r.node == Some(node);
+            if reqs.iter_mut().find(moving).is_none() {
                 continue;
             }
             if sim.mes[node as usize] {
-                for r in reqs.iter_mut().filter(|r| r.needs && r.node == Some(node)) {
-                    let Some(pi) = self.find(r.process) else {
+                for r in reqs.iter_mut().filter(moving) {
+                    let Some((pi, qi)) = r.moves else {
                         continue;
                     };
-                    let qi = self.processes[pi]
-                        .queues
-                        .iter()
-                        .position(|q| q.id == r.queue_id && q.node == node);
-                    if let Some(qi) = qi {
-                        cost.runlist_updates += 1;
-                        if self.mes_call(sim, pi, qi).is_err() {
-                            r.status = neg(EIO);
-                        }
+                    cost.runlist_updates += 1;
+                    if self.mes_call(sim, pi, qi).is_err() {
+                        r.status = neg(EIO);
                     }
                 }
             } else {
                 cost.runlist_updates += 1;
                 if self.hws_cycle(sim, node).is_err() {
-                    for r in reqs.iter_mut().filter(|r| r.needs && r.node == Some(node)) {
+                    for r in reqs.iter_mut().filter(moving) {
                         r.status = neg(EIO);
                     }
                 }
@@ -542,12 +542,13 @@ impl State {
         cost
     }
 
-    /// As `kfdp_mark()` in the glue.
-    fn mark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) {
+    /// As `kfdp_mark()` in the glue. Returns whether the queue must leave
+    /// the hardware.
+    fn mark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) -> bool {
         let q = &p.queues[qi];
         if !q.is_compute() {
             r.status = neg(EOPNOTSUPP);
-            return;
+            return false;
         }
         if q.suspended {
             r.status = if r.owned {
@@ -556,24 +557,25 @@ impl State {
                 neg(EBUSY)
             };
             r.marked = r.owned;
-            return;
+            return false;
         }
         if q.reset {
             r.status = neg(EIO);
-            return;
+            return false;
         }
         r.status = 0;
         if dry_run {
-            return;
+            return false;
         }
         let was_running = p.should_run(q);
         p.queues[qi].suspended = true;
         r.marked = true;
-        r.needs = was_running;
+        was_running
     }
 
-    /// As `kfdp_unmark()` in the glue.
-    fn unmark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) {
+    /// As `kfdp_unmark()` in the glue. Returns whether the queue must go
+    /// back on the hardware.
+    fn unmark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) -> bool {
         let q = &p.queues[qi];
         if !r.owned {
             r.status = if q.suspended {
@@ -581,29 +583,29 @@ impl State {
             } else {
                 uapi::KFDP_R_ALREADY as i32
             };
-            return;
+            return false;
         }
         if !q.suspended {
             r.status = uapi::KFDP_R_EXTERNAL as i32;
-            return;
+            return false;
         }
         r.status = 0;
         if dry_run {
             r.marked = true;
-            return;
+            return false;
         }
         p.queues[qi].suspended = false;
         let q = &p.queues[qi];
         if q.reset {
             r.status = neg(EIO);
-            return;
+            return false;
         }
         if p.evicted[q.node as usize] > 0 {
             // Evicted: the restore that ends the eviction maps it.
             r.status = uapi::KFDP_R_DEFERRED as i32;
-            return;
+            return false;
         }
-        r.needs = true;
+        true
     }
 
     /// Raises (or lowers) process `id`'s eviction count on `node`: FREEZE
