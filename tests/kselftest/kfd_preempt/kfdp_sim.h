@@ -192,6 +192,24 @@ static inline int kfdp_attach_sim(int owner, int tenant_fd)
 	return a.handle;
 }
 
+/*
+ * The setup of most simulated tests: a new owner, a tenant of this process,
+ * and the tenant attached to the owner. Returns the handle, or -errno of
+ * the step that failed; whatever was opened is in *owner and *tenant (-1
+ * if not) for the test's teardown to close.
+ */
+static inline int kfdp_owner_and_tenant(int *owner, int *tenant)
+{
+	*tenant = -1;
+	*owner = kfdp_owner_open();
+	if (*owner < 0)
+		return -errno;
+	*tenant = kfdp_tenant_open();
+	if (*tenant < 0)
+		return -errno;
+	return kfdp_attach_sim(*owner, *tenant);
+}
+
 static inline struct kfdp_queue_ref kfdp_ref(__u32 handle, int node, __u32 queue_id)
 {
 	struct kfdp_queue_ref r = {

@@ -49,12 +49,8 @@ FIXTURE_SETUP(bad)
 	self->owner = self->tenant = -1;
 	if (why)
 		SKIP(return, "%s", why);
-	self->owner = kfdp_owner_open();
-	self->tenant = kfdp_tenant_open();
-	ASSERT_LE(0, self->owner);
-	ASSERT_LE(0, self->tenant);
-	self->handle = kfdp_attach_sim(self->owner, self->tenant);
-	ASSERT_LT(0, self->handle);
+	self->handle = kfdp_owner_and_tenant(&self->owner, &self->tenant);
+	ASSERT_LT(0, self->handle) TH_LOG("owner, tenant and ATTACH: %s", strerror(-self->handle));
 	for (i = 0; i < NQ; i++) {
 		self->q[i] = kfdp_queue_create(self->tenant, KFDP_SIM_HWS, KFDP_QT_COMPUTE);
 		ASSERT_LE(0, self->q[i]);

@@ -34,12 +34,8 @@ FIXTURE_SETUP(fault)
 	if (why)
 		SKIP(return, "%s", why);
 	self->node = variant->node;
-	self->owner = kfdp_owner_open();
-	self->tenant = kfdp_tenant_open();
-	ASSERT_LE(0, self->owner);
-	ASSERT_LE(0, self->tenant);
-	self->handle = kfdp_attach_sim(self->owner, self->tenant);
-	ASSERT_LT(0, self->handle);
+	self->handle = kfdp_owner_and_tenant(&self->owner, &self->tenant);
+	ASSERT_LT(0, self->handle) TH_LOG("owner, tenant and ATTACH: %s", strerror(-self->handle));
 	for (i = 0; i < 3; i++) {
 		self->q[i] = kfdp_queue_create(self->tenant, self->node, KFDP_QT_COMPUTE);
 		ASSERT_LE(0, self->q[i]);

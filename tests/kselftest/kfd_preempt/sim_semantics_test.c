@@ -32,12 +32,8 @@ FIXTURE_SETUP(sim)
 	if (why)
 		SKIP(return, "%s", why);
 	self->node = variant->node;
-	self->owner = kfdp_owner_open();
-	ASSERT_LE(0, self->owner);
-	self->tenant = kfdp_tenant_open();
-	ASSERT_LE(0, self->tenant);
-	self->handle = kfdp_attach_sim(self->owner, self->tenant);
-	ASSERT_LT(0, self->handle);
+	self->handle = kfdp_owner_and_tenant(&self->owner, &self->tenant);
+	ASSERT_LT(0, self->handle) TH_LOG("owner, tenant and ATTACH: %s", strerror(-self->handle));
 }
 
 FIXTURE_TEARDOWN(sim)
