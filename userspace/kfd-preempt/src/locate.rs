@@ -1,0 +1,151 @@
+//! Finding a tenant's KFD descriptor and taking a copy of it.
+
+use std::{fs, io, os::fd::OwnedFd, path::Path};
+
+use rustix::{
+    io::Errno,
+    process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags},
+};
+
+use crate::{Error, TargetKind};
+
+/// The device a process's KFD file is opened from.
+pub(crate) fn kind_of(link: &Path) -> Option<TargetKind> {
+    match link.to_str()? {
+        "/dev/kfd" => Some(TargetKind::KfdFd),
+        "/dev/kfd_preempt_sim" => Some(TargetKind::SimFd),
+        _ => None,
+    }
+}
+
+fn io_errno(e: &io::Error) -> Errno {
+    Errno::from_io_error(e).unwrap_or(Errno::IO)
+}
+
+/// The lowest fd number of `pid` open on a KFD device, from its
+/// `/proc/PID/fd` links.
+pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKind), Error> {
+    let dir = fs::read_dir(proc_fd_dir).map_err(|e| match io_errno(&e) {
+        Errno::NOENT => Error::NoSuchProcess { pid },
+        errno @ (Errno::PERM | Errno::ACCESS) => Error::PtraceDenied { pid, errno },
+        errno => Error::Os {
+            operation: "reading /proc/PID/fd",
+            errno,
+        },
+    })?;
+    let mut best: Option<(i32, TargetKind)> = None;
+    for entry in dir.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A descriptor closed since the directory was read is skipped.
+        let Ok(link) = fs::read_link(entry.path()) else {
+            continue;
+        };
+        if let Some(kind) = kind_of(&link) {
+            if best.is_none_or(|(b, _)| fd < b) {
+                best = Some((fd, kind));
+            }
+        }
+    }
+    best.ok_or(Error::NotAKfdProcess { pid })
+}
+
+/// A copy of `pid`'s KFD descriptor, taken with `pidfd_getfd(2)`. The
+/// caller attaches it and drops it right away: a copy keeps an exited
+/// tenant's memory alive.
+pub(crate) fn take_kfd_fd(pid: i32) -> Result<(OwnedFd, TargetKind), Error> {
+    let Some(p) = Pid::from_raw(pid).filter(|_| pid > 0) else {
+        return Err(Error::InvalidArgument("a pid is a positive number"));
+    };
+    // Opened first, so that the fd found below belongs to this process even
+    // if the pid is reused meanwhile.
+    let pidfd = pidfd_open(p, PidfdFlags::empty()).map_err(|errno| match errno {
+        Errno::SRCH => Error::NoSuchProcess { pid },
+        errno => Error::Os {
+            operation: "pidfd_open",
+            errno,
+        },
+    })?;
+    let (fd, kind) = find_kfd_fd(Path::new(&format!("/proc/{pid}/fd")), pid)?;
+    let copy = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()).map_err(|errno| match errno {
+        Errno::PERM | Errno::ACCESS => Error::PtraceDenied { pid, errno },
+        Errno::SRCH => Error::NoSuchProcess { pid },
+        // The descriptor was closed after it was found.
+        Errno::BADF => Error::NotAKfdProcess { pid },
+        errno => Error::Os {
+            operation: "pidfd_getfd",
+            errno,
+        },
+    })?;
+    Ok((copy, kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn kinds_by_device_path() {
+        assert_eq!(kind_of(Path::new("/dev/kfd")), Some(TargetKind::KfdFd));
+        assert_eq!(
+            kind_of(Path::new("/dev/kfd_preempt_sim")),
+            Some(TargetKind::SimFd)
+        );
+        assert_eq!(kind_of(Path::new("/dev/kfd_preempt")), None);
+        assert_eq!(kind_of(Path::new("/dev/kfd (deleted)")), None);
+    }
+
+    fn fake_fd_dir(links: &[(&str, &str)]) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "kfdp-locate-{}-{}",
+            std::process::id(),
+            links.len()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for (name, target) in links {
+            symlink(target, dir.join(name)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn finds_the_lowest_kfd_fd_of_either_kind() {
+        let dir = fake_fd_dir(&[
+            ("0", "/dev/null"),
+            ("9", "/dev/kfd"),
+            ("5", "/dev/kfd_preempt_sim"),
+            ("7", "socket:[1234]"),
+        ]);
+        assert_eq!(find_kfd_fd(&dir, 1), Ok((5, TargetKind::SimFd)));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_process_without_kfd_is_reported_as_such() {
+        let dir = fake_fd_dir(&[("0", "/dev/null"), ("1", "pipe:[5]")]);
+        assert_eq!(find_kfd_fd(&dir, 42), Err(Error::NotAKfdProcess { pid: 42 }));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_process_is_no_such_process() {
+        assert_eq!(
+            find_kfd_fd(Path::new("/nonexistent/fd"), 7),
+            Err(Error::NoSuchProcess { pid: 7 })
+        );
+        assert_eq!(
+            take_kfd_fd(0).unwrap_err(),
+            Error::InvalidArgument("a pid is a positive number")
+        );
+    }
+
+    #[test]
+    fn this_process_has_no_kfd_fd() {
+        // A real pidfd_open + /proc scan: the test runner has no /dev/kfd.
+        let pid = std::process::id() as i32;
+        assert_eq!(take_kfd_fd(pid).unwrap_err(), Error::NotAKfdProcess { pid });
+    }
+}
