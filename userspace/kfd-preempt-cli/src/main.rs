@@ -1,49 +1,234 @@
-//! `kfd-preempt`: the command-line front end of the kfd_preempt module.
+//! `kfd-preempt`: preempt and resume amdkfd queues from the shell, and
+//! benchmark what batching buys on the module's simulated nodes.
 //!
-//! Only `info` exists so far; the queue commands follow the module's.
+//! A preemption lives as long as the `kfd-preempt` process that made it:
+//! the module undoes everything an owner did when its device file closes,
+//! so `preempt`, `freeze` and `watch` hold until the lease ends, a signal
+//! arrives, or `kfd-preempt resume`/`thaw` asks them to release.
+
+mod bench;
+mod chart;
+mod hold;
+mod list;
+mod registry;
+mod signals;
+mod tenant;
 
 use std::process::ExitCode;
 
-use kfd_preempt::{Device, Error};
+use clap::{Args, Parser, Subcommand};
+use kfd_preempt::Device;
 
-const USAGE: &str = "usage: kfd-preempt info";
+/// Exit status when the command ran but some queues failed.
+const EXIT_PARTIAL: u8 = 3;
 
-fn info() -> Result<(), Error> {
+#[derive(Parser)]
+#[command(
+    name = "kfd-preempt",
+    version,
+    about = "Take amdkfd user-mode queues off the GPU and put them back (/dev/kfd_preempt)",
+    after_help = "Exit status: 0 success; 1 error (the message says what to do); 2 usage; \
+                  3 some queues failed (listed).\n\
+                  A preemption lasts as long as the kfd-preempt process holding it."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Which queues of the target.
+#[derive(Args, Clone, Debug)]
+struct Selection {
+    /// The target process.
+    pid: i32,
+    /// A queue id (repeatable); see `kfd-preempt list PID`.
+    #[arg(long = "queue", value_name = "ID", conflicts_with = "all")]
+    queues: Vec<u32>,
+    /// Every queue of the target.
+    #[arg(long)]
+    all: bool,
+    /// Only queues on this GPU (topology gpu_id, e.g. 0x5100).
+    #[arg(long, value_parser = parse_u32)]
+    gpu: Option<u32>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// What the loaded module implements.
+    Info {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a process's GPU queues.
+    List {
+        /// The process.
+        pid: i32,
+        /// Only this GPU (topology gpu_id).
+        #[arg(long, value_parser = parse_u32)]
+        gpu: Option<u32>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Preempt queues in one batch and hold them off the GPU until the
+    /// lease ends, Ctrl-C/SIGTERM, or `kfd-preempt resume PID`.
+    Preempt {
+        #[command(flatten)]
+        sel: Selection,
+        /// The module resumes the queues by itself after MS milliseconds.
+        #[arg(long, value_name = "MS")]
+        lease: Option<u64>,
+    },
+    /// Release the queues a `kfd-preempt preempt`/`watch` holds on PID.
+    Resume {
+        /// The target process.
+        pid: i32,
+    },
+    /// Freeze the whole process (the tenant cannot undo it; new queues stay
+    /// off) and hold until Ctrl-C/SIGTERM, `--for`, or `kfd-preempt thaw PID`.
+    Freeze {
+        /// The target process.
+        pid: i32,
+        /// Only this GPU (topology gpu_id).
+        #[arg(long, value_parser = parse_u32)]
+        gpu: Option<u32>,
+        /// Thaw by itself after MS milliseconds.
+        #[arg(long = "for", value_name = "MS")]
+        for_ms: Option<u64>,
+    },
+    /// Release the freeze a `kfd-preempt freeze` holds on PID.
+    Thaw {
+        /// The target process.
+        pid: i32,
+    },
+    /// Preempt, show the queues' state (and a simulated tenant's progress)
+    /// live, and release at Ctrl-C.
+    Watch {
+        #[command(flatten)]
+        sel: Selection,
+        /// Refresh period.
+        #[arg(long, value_name = "MS", default_value_t = 500)]
+        interval: u64,
+    },
+    /// Benchmark batch vs single-entry PREEMPT vs FREEZE on simulated nodes.
+    Bench(bench::BenchArgs),
+    /// Draw the chart of a `bench --json` file as SVG.
+    Chart {
+        /// The bench's JSON.
+        input: std::path::PathBuf,
+        /// Where to write the SVG.
+        #[arg(short, long)]
+        output: std::path::PathBuf,
+    },
+    /// Be a simulated tenant: create queues on a simulated node and keep
+    /// them until stdin closes or a signal arrives (for demos and tests).
+    SimTenant(tenant::TenantArgs),
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s}: {e}"))
+}
+
+/// What a command reports besides plain success.
+enum Done {
+    Ok,
+    Partial,
+}
+
+/// A command's result; errors are printed as they are and exit with 1.
+type CliResult = Result<Done, Box<dyn std::error::Error>>;
+
+fn info(json: bool) -> CliResult {
     let info = Device::open()?.info()?;
+    if json {
+        let v = serde_json::json!({
+            "abi_major": info.abi_major,
+            "abi_minor": info.abi_minor,
+            "caps": info.caps.names(),
+            "max_batch": info.max_batch,
+            "sizeof_queue_ref": info.sizeof_queue_ref,
+            "sizeof_queue_info": info.sizeof_queue_info,
+        });
+        println!("{v:#}");
+        return Ok(Done::Ok);
+    }
     println!("abi:        {}.{}", info.abi_major, info.abi_minor);
     let caps = info.caps.names();
-    if caps.is_empty() {
-        println!("caps:       (none)");
-    } else {
-        println!("caps:       {}", caps.join(" "));
-    }
+    println!(
+        "caps:       {}",
+        if caps.is_empty() {
+            "(none)".into()
+        } else {
+            caps.join(" ")
+        }
+    );
     println!("max batch:  {}", info.max_batch);
     println!(
         "structs:    queue_ref {} bytes, queue_info {} bytes",
         info.sizeof_queue_ref, info.sizeof_queue_info
     );
-    Ok(())
+    Ok(Done::Ok)
+}
+
+fn run(cli: Cli) -> CliResult {
+    match cli.command {
+        Command::Info { json } => info(json),
+        Command::List { pid, gpu, json } => list::list(pid, gpu, json),
+        Command::Preempt { sel, lease } => hold::preempt(&sel, lease, None),
+        Command::Watch { sel, interval } => hold::preempt(&sel, None, Some(interval)),
+        Command::Resume { pid } => registry::release(pid, registry::Hold::Preempt),
+        Command::Freeze { pid, gpu, for_ms } => hold::freeze(pid, gpu, for_ms),
+        Command::Thaw { pid } => registry::release(pid, registry::Hold::Freeze),
+        Command::Bench(args) => bench::run(&args),
+        Command::Chart { input, output } => chart::from_file(&input, &output),
+        Command::SimTenant(args) => tenant::run(&args),
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["info"] => info(),
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Done::Ok) => ExitCode::SUCCESS,
+        Ok(Done::Partial) => ExitCode::from(EXIT_PARTIAL),
         Err(e) => {
             eprintln!("kfd-preempt: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn gpu_ids_parse_in_hex_and_decimal() {
+        assert_eq!(parse_u32("0x5100"), Ok(0x5100));
+        assert_eq!(parse_u32("20736"), Ok(0x5100));
+        assert!(parse_u32("0xzz").is_err());
+    }
+
+    #[test]
+    fn queue_and_all_are_exclusive() {
+        let r = Cli::try_parse_from(["kfd-preempt", "preempt", "7", "--queue", "1", "--all"]);
+        assert!(r.is_err());
+        let ok = Cli::try_parse_from(["kfd-preempt", "preempt", "7", "--queue", "1", "--queue", "2", "--lease", "100"]);
+        match ok.map(|c| c.command) {
+            Ok(Command::Preempt { sel, lease }) => {
+                assert_eq!((sel.pid, sel.queues, lease), (7, vec![1, 2], Some(100)));
+            }
+            _ => panic!("preempt did not parse"),
         }
     }
 }

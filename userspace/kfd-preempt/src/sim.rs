@@ -89,6 +89,25 @@ impl SimTenant {
             })
     }
 
+    /// Takes a copy of process `pid`'s tenant descriptor (with
+    /// `pidfd_getfd(2)`) to read its queues' progress from outside.
+    ///
+    /// ```no_run
+    /// let tenant = kfd_preempt::sim::SimTenant::of_pid(4242)?;
+    /// println!("{}", tenant.status(0)?.retired);
+    /// # Ok::<(), kfd_preempt::Error>(())
+    /// ```
+    pub fn of_pid(pid: i32) -> Result<Self, Error> {
+        match crate::locate::take_kfd_fd(pid)? {
+            (fd, crate::TargetKind::SimFd) => Ok(SimTenant {
+                file: File::from(fd),
+            }),
+            (_, crate::TargetKind::KfdFd) => Err(Error::InvalidArgument(
+                "the process is a real KFD process, not a simulated tenant",
+            )),
+        }
+    }
+
     /// Creates a queue on simulated node `node` (an index, not a gpu_id).
     ///
     /// ```no_run

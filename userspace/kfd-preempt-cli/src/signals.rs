@@ -1,0 +1,47 @@
+//! The signals that end a hold: SIGINT (Ctrl-C), SIGTERM, SIGHUP, and
+//! SIGUSR1 (what `kfd-preempt resume`/`thaw` sends).
+
+use std::{
+    io,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+
+/// Set once any of the signals arrived.
+pub(crate) struct Release(Arc<AtomicBool>);
+
+impl Release {
+    pub(crate) fn install() -> io::Result<Self> {
+        let flag = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM, SIGHUP, SIGUSR1] {
+            signal_hook::flag::register(sig, Arc::clone(&flag))?;
+        }
+        Ok(Release(flag))
+    }
+
+    pub(crate) fn requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigusr1_requests_release() {
+        let r = Release::install().unwrap();
+        assert!(!r.requested());
+        rustix::process::kill_process(
+            rustix::process::getpid(),
+            rustix::process::Signal::USR1,
+        )
+        .unwrap();
+        // Delivered to this thread before kill returns (it is not blocked).
+        assert!(r.requested());
+    }
+}
