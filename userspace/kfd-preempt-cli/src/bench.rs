@@ -1,3 +1,559 @@
-#[derive(clap::Args, Debug)]
-pub(crate) struct BenchArgs {}
-pub(crate) fn run(_: &BenchArgs) -> crate::CliResult { Ok(crate::Done::Ok) }
+//! `kfd-preempt bench`: what one PREEMPT batch buys over K single-entry
+//! PREEMPTs and over P FREEZEs, on a simulated node, with the cost model at
+//! zero (the software overhead alone) and at a labelled, modelled MI300-like
+//! cost. A benchmark: it prints numbers, it does not judge them.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, ChildStdin, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use clap::{Args, ValueEnum};
+use kfd_preempt::{sim::SimNode, BatchOptions, Caps, Device, QueueRef, Target};
+use serde::{Deserialize, Serialize};
+
+use crate::{chart, CliResult, Done};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CostName {
+    /// Cost model off: the module's and the simulated node's own overhead.
+    Zero,
+    /// A modelled MI300-like cost per runlist update (not a measurement).
+    Mi300,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    /// Simulated node index (node 0 is HWS, as MI300, unless sim_mes_nodes
+    /// says otherwise).
+    #[arg(long, default_value_t = 0)]
+    node: u32,
+    /// Queue counts K.
+    #[arg(long = "queues", value_delimiter = ',', default_values_t = [1, 4, 16, 64, 256, 1024])]
+    k: Vec<u32>,
+    /// Process counts P the K queues are spread over.
+    #[arg(long = "processes", value_delimiter = ',', default_values_t = [1, 4, 8, 16])]
+    p: Vec<u32>,
+    /// Repetitions per (K, P, method); fewer once --budget-ms is spent, but
+    /// at least 3.
+    #[arg(long, default_value_t = 20)]
+    reps: u32,
+    /// Time budget per (K, P, method) in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    budget_ms: u64,
+    /// Cost models to run.
+    #[arg(long, value_delimiter = ',', default_values = ["zero", "mi300"])]
+    cost: Vec<CostName>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write a chart here (SVG).
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// The simulated node's cost knobs for one run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct CostModel {
+    pub name: String,
+    /// Whether the numbers include a modelled (invented) hardware cost.
+    pub modelled: bool,
+    pub label: String,
+    pub cycle_ns: u64,
+    pub per_queue_ns: u64,
+    pub mes_call_ns: u64,
+}
+
+impl CostModel {
+    fn of(name: CostName) -> Self {
+        match name {
+            CostName::Zero => CostModel {
+                name: "zero".into(),
+                modelled: false,
+                label: "cost model off: software overhead of the module and the simulated node (QEMU TCG)".into(),
+                cycle_ns: 0,
+                per_queue_ns: 0,
+                mes_call_ns: 0,
+            },
+            CostName::Mi300 => CostModel {
+                name: "mi300-like".into(),
+                modelled: true,
+                label: "MODELLED, not measured: MI300-like runlist update = 150 us + 1 us per queue unmapped or mapped; MES call 40 us".into(),
+                cycle_ns: 150_000,
+                per_queue_ns: 1_000,
+                mes_call_ns: 40_000,
+            },
+        }
+    }
+}
+
+/// The methods compared.
+pub(crate) const BATCH: &str = "batch";
+pub(crate) const SINGLES: &str = "singles";
+pub(crate) const FREEZE: &str = "freeze";
+
+/// One (cost model, K, P, method) measurement.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct Row {
+    pub cost_model: String,
+    pub k: u32,
+    pub p: u32,
+    /// Processes actually used: min(P, K).
+    pub processes: u32,
+    pub method: String,
+    pub reps: u32,
+    /// Wall time to take all K queues off, as the caller sees it.
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Runlist updates (HWS cycles or MES calls) per repetition, as the
+    /// simulated node counted them.
+    pub runlist_updates: u64,
+    /// Median of the module's own `elapsed_ns` sum per repetition (batch
+    /// and singles) or of FREEZE's `elapsed_ns` sum.
+    pub module_p50_us: f64,
+}
+
+/// The null-ioctl floor (KFDP_IOC_INFO).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct Floor {
+    pub cost_model: String,
+    pub samples: u32,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct Results {
+    pub schema: String,
+    pub environment: String,
+    pub node: u32,
+    pub node_mode: String,
+    pub cost_models: Vec<CostModel>,
+    pub floor: Vec<Floor>,
+    pub rows: Vec<Row>,
+}
+
+/// Nearest-rank percentile of sorted `v` (`q` in 0..=1), in microseconds.
+pub(crate) fn percentile_us(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e6
+}
+
+/// Spreads `k` queues over `procs` processes as evenly as possible.
+pub(crate) fn spread(k: u32, procs: u32) -> Vec<u32> {
+    (0..procs)
+        .map(|i| k / procs + u32::from(i < k % procs))
+        .collect()
+}
+
+/// A `kfd-preempt sim-tenant` child; it exits when its stdin closes.
+struct Tenant {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    pid: i32,
+}
+
+impl Tenant {
+    fn spawn(node: u32, queues: u32) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+        let mut child = Command::new(exe)
+            .args([
+                "sim-tenant",
+                "--node",
+                &node.to_string(),
+                "--queues",
+                &queues.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting a simulated tenant: {e}"))?;
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        if !line.starts_with("ready ") {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("a simulated tenant with {queues} queue(s) on node {node} did not start (see its error above)"));
+        }
+        let pid = child.id() as i32;
+        Ok(Tenant { child, stdin, pid })
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        self.stdin.take();
+        let _ = self.child.wait();
+    }
+}
+
+/// Restores a node's cost knobs when the bench ends, however it ends.
+struct KnobGuard {
+    node: SimNode,
+    saved: [(&'static str, u64); 3],
+}
+
+const KNOBS: [&str; 3] = ["cycle_ns", "per_queue_ns", "mes_call_ns"];
+
+impl KnobGuard {
+    fn new(node: u32) -> Result<Self, kfd_preempt::Error> {
+        let n = SimNode::new(node);
+        let saved = [
+            (KNOBS[0], n.get(KNOBS[0])?),
+            (KNOBS[1], n.get(KNOBS[1])?),
+            (KNOBS[2], n.get(KNOBS[2])?),
+        ];
+        Ok(KnobGuard { node: n, saved })
+    }
+
+    fn apply(&self, c: &CostModel) -> Result<(), kfd_preempt::Error> {
+        self.node.set("cycle_ns", c.cycle_ns)?;
+        self.node.set("per_queue_ns", c.per_queue_ns)?;
+        self.node.set("mes_call_ns", c.mes_call_ns)
+    }
+}
+
+impl Drop for KnobGuard {
+    fn drop(&mut self) {
+        for (name, v) in self.saved {
+            let _ = self.node.set(name, v);
+        }
+    }
+}
+
+/// One repetition: caller-seen time, module time, runlist updates.
+type Rep = Result<(Duration, Duration, u64), String>;
+
+/// Repeats `one` (which returns caller-seen time, module time and runlist
+/// updates of one repetition) within the budget.
+fn measure(
+    reps: u32,
+    budget: Duration,
+    mut one: impl FnMut() -> Rep,
+) -> Result<(Vec<Duration>, Vec<Duration>, u64), String> {
+    let start = Instant::now();
+    let (mut wall, mut module, mut updates) = (Vec::new(), Vec::new(), 0);
+    for i in 0..reps.max(1) {
+        if i >= 3 && start.elapsed() > budget {
+            break;
+        }
+        let (w, m, u) = one()?;
+        wall.push(w);
+        module.push(m);
+        // Every repetition issues the same work; keep the last count.
+        updates = u;
+    }
+    wall.sort();
+    module.sort();
+    Ok((wall, module, updates))
+}
+
+fn counter(node: &SimNode) -> Result<u64, String> {
+    node.get("runlist_updates").map_err(|e| e.to_string())
+}
+
+struct Cell<'a> {
+    dev: &'a Device,
+    targets: &'a [Target<'a>],
+    refs: &'a [QueueRef],
+    node: &'a SimNode,
+}
+
+impl Cell<'_> {
+    fn resume_all(&self) -> Result<(), String> {
+        let r = self.dev.resume(self.refs).map_err(|e| e.to_string())?;
+        if !r.all_succeeded() {
+            return Err(format!(
+                "resume after a repetition failed: {:?}",
+                r.failures().next()
+            ));
+        }
+        Ok(())
+    }
+
+    fn batch(&self) -> Rep {
+        let before = counter(self.node)?;
+        let t = Instant::now();
+        let r = self
+            .dev
+            .preempt(self.refs, &BatchOptions::default())
+            .map_err(|e| e.to_string())?;
+        let wall = t.elapsed();
+        let counted = counter(self.node)? - before;
+        if r.num_ok as usize != self.refs.len() || counted != u64::from(r.runlist_updates) {
+            return Err(format!(
+                "batch: {} of {} done, {} updates reported, {counted} counted",
+                r.num_ok,
+                self.refs.len(),
+                r.runlist_updates
+            ));
+        }
+        self.resume_all()?;
+        Ok((wall, r.elapsed, counted))
+    }
+
+    fn singles(&self) -> Rep {
+        let before = counter(self.node)?;
+        let mut module = Duration::ZERO;
+        let t = Instant::now();
+        for q in self.refs {
+            let r = self
+                .dev
+                .preempt(&[*q], &BatchOptions::default())
+                .map_err(|e| e.to_string())?;
+            if r.num_ok != 1 {
+                return Err(format!("single PREEMPT of {q}: {:?}", r.outcomes));
+            }
+            module += r.elapsed;
+        }
+        let wall = t.elapsed();
+        let counted = counter(self.node)? - before;
+        self.resume_all()?;
+        Ok((wall, module, counted))
+    }
+
+    fn freeze(&self) -> Rep {
+        let before = counter(self.node)?;
+        let mut module = Duration::ZERO;
+        let t = Instant::now();
+        for target in self.targets {
+            module += target.freeze().map_err(|e| e.to_string())?;
+        }
+        let wall = t.elapsed();
+        let counted = counter(self.node)? - before;
+        for target in self.targets {
+            target.thaw().map_err(|e| e.to_string())?;
+        }
+        Ok((wall, module, counted))
+    }
+}
+
+fn floor(dev: &Device, cost: &CostModel) -> Result<Floor, String> {
+    let mut samples = Vec::with_capacity(500);
+    for _ in 0..500 {
+        let t = Instant::now();
+        dev.info().map_err(|e| e.to_string())?;
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    Ok(Floor {
+        cost_model: cost.name.clone(),
+        samples: samples.len() as u32,
+        p50_us: percentile_us(&samples, 0.5),
+        p99_us: percentile_us(&samples, 0.99),
+    })
+}
+
+fn run_cell(
+    args: &BenchArgs,
+    dev: &Device,
+    cost: &CostModel,
+    k: u32,
+    p: u32,
+) -> Result<Vec<Row>, String> {
+    let procs = p.min(k).max(1);
+    let tenants = spread(k, procs)
+        .into_iter()
+        .map(|q| Tenant::spawn(args.node, q))
+        .collect::<Result<Vec<_>, _>>()?;
+    let targets = tenants
+        .iter()
+        .map(|t| dev.attach(t.pid))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut refs = Vec::new();
+    for t in &targets {
+        refs.extend(
+            t.query()
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|q| q.queue_ref()),
+        );
+    }
+    if refs.len() != k as usize {
+        return Err(format!(
+            "expected {k} queues, the tenants have {}",
+            refs.len()
+        ));
+    }
+    let node = SimNode::new(args.node);
+    let cell = Cell {
+        dev,
+        targets: &targets,
+        refs: &refs,
+        node: &node,
+    };
+    let budget = Duration::from_millis(args.budget_ms);
+    let methods: [(&str, &dyn Fn() -> Rep); 3] = [
+        (BATCH, &|| cell.batch()),
+        (SINGLES, &|| cell.singles()),
+        (FREEZE, &|| cell.freeze()),
+    ];
+    let mut rows = Vec::new();
+    for (method, f) in methods {
+        let (wall, module, updates) = measure(args.reps, budget, f)?;
+        rows.push(Row {
+            cost_model: cost.name.clone(),
+            k,
+            p,
+            processes: procs,
+            method: method.into(),
+            reps: wall.len() as u32,
+            p50_us: percentile_us(&wall, 0.5),
+            p99_us: percentile_us(&wall, 0.99),
+            runlist_updates: updates,
+            module_p50_us: percentile_us(&module, 0.5),
+        });
+    }
+    drop(targets);
+    drop(tenants);
+    Ok(rows)
+}
+
+/// The text table for one cost model.
+pub(crate) fn table(results: &Results, cost: &CostModel) -> String {
+    let mut out = format!("cost model {}: {}\n", cost.name, cost.label);
+    if let Some(f) = results.floor.iter().find(|f| f.cost_model == cost.name) {
+        out += &format!(
+            "null ioctl (INFO) floor: p50 {:.1} us, p99 {:.1} us ({} calls)\n",
+            f.p50_us, f.p99_us, f.samples
+        );
+    }
+    out += &format!(
+        "{:>5} {:>3} {:>3} | {:>29} | {:>29} | {:>29} | {:>8} {:>8}\n",
+        "K",
+        "P",
+        "pr",
+        "batch p50/p99 us (updates)",
+        "K singles p50/p99 us (upd)",
+        "P freezes p50/p99 us (upd)",
+        "single/b",
+        "freeze/b"
+    );
+    let mut cells: Vec<(u32, u32)> = results
+        .rows
+        .iter()
+        .filter(|r| r.cost_model == cost.name)
+        .map(|r| (r.k, r.p))
+        .collect();
+    cells.dedup();
+    for (k, p) in cells {
+        let get = |m: &str| {
+            results
+                .rows
+                .iter()
+                .find(|r| r.cost_model == cost.name && r.k == k && r.p == p && r.method == m)
+        };
+        let (Some(b), Some(s), Some(f)) = (get(BATCH), get(SINGLES), get(FREEZE)) else {
+            continue;
+        };
+        let fmt = |r: &Row| format!("{:.1}/{:.1} ({})", r.p50_us, r.p99_us, r.runlist_updates);
+        out += &format!(
+            "{k:>5} {p:>3} {:>3} | {:>29} | {:>29} | {:>29} | {:>7.1}x {:>7.1}x\n",
+            b.processes,
+            fmt(b),
+            fmt(s),
+            fmt(f),
+            s.p50_us / b.p50_us.max(f64::MIN_POSITIVE),
+            f.p50_us / b.p50_us.max(f64::MIN_POSITIVE)
+        );
+    }
+    out
+}
+
+pub(crate) fn run(args: &BenchArgs) -> CliResult {
+    let dev = Device::open()?;
+    let info = dev.info()?;
+    if !info.caps.has(Caps::SIM) {
+        return Err("bench runs on simulated nodes: load the module with sim_nodes=N (and run as root, for the debugfs knobs)".into());
+    }
+    let guard = KnobGuard::new(args.node)?;
+    // The node's mode, from the GC version a tenant's queue reports.
+    let node_mode = {
+        let t = Tenant::spawn(args.node, 1)?;
+        let target = dev.attach(t.pid)?;
+        let gc = target
+            .query()?
+            .first()
+            .map(|q| q.gc_ip_version)
+            .unwrap_or(0);
+        if gc >= 0x0b0000 { "mes" } else { "hws" }.to_string()
+    };
+    let mut results = Results {
+        schema: "kfd-preempt-bench/1".into(),
+        environment: "simulated kfd_preempt node; wall times measured in the caller; in this project's CI that is QEMU TCG, so absolute times are inflated and only ratios and update counts carry over".into(),
+        node: args.node,
+        node_mode,
+        cost_models: args.cost.iter().map(|c| CostModel::of(*c)).collect(),
+        floor: Vec::new(),
+        rows: Vec::new(),
+    };
+    for cost in results.cost_models.clone() {
+        guard.apply(&cost)?;
+        results.floor.push(floor(&dev, &cost)?);
+        for &k in &args.k {
+            for &p in &args.p {
+                eprintln!("bench: {} K={k} P={p}", cost.name);
+                results.rows.extend(run_cell(args, &dev, &cost, k, p)?);
+            }
+        }
+        print!("{}", table(&results, &cost));
+    }
+    drop(guard);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, chart::svg(&results))?;
+    }
+    Ok(Done::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(percentile_us(&v, 0.5), 50.0);
+        assert_eq!(percentile_us(&v, 0.99), 99.0);
+        assert_eq!(percentile_us(&v[..3], 0.99), 3.0);
+        assert_eq!(percentile_us(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn queues_are_spread_evenly() {
+        assert_eq!(spread(64, 8), [8; 8]);
+        assert_eq!(spread(4, 4), [1; 4]);
+        assert_eq!(spread(10, 4), [3, 3, 2, 2]);
+        assert_eq!(spread(1024, 16).iter().sum::<u32>(), 1024);
+    }
+
+    #[test]
+    fn every_modelled_cost_says_so() {
+        let m = CostModel::of(CostName::Mi300);
+        assert!(m.modelled && m.label.starts_with("MODELLED"));
+        let z = CostModel::of(CostName::Zero);
+        assert!(!z.modelled && z.cycle_ns == 0 && z.per_queue_ns == 0 && z.mes_call_ns == 0);
+    }
+
+    #[test]
+    fn measure_stops_at_the_budget_but_runs_three() {
+        let mut calls = 0;
+        let (wall, _, updates) = measure(100, Duration::ZERO, || {
+            calls += 1;
+            Ok((Duration::from_micros(calls), Duration::ZERO, 7))
+        })
+        .unwrap();
+        assert_eq!((wall.len(), updates), (3, 7));
+    }
+}

@@ -22,7 +22,9 @@ const ALIVE_CHECK: Duration = Duration::from_millis(250);
 /// The queues of the target that `sel` names, or why there are none.
 pub(crate) fn select(target: &Target<'_>, sel: &Selection) -> Result<Vec<QueueInfo>, String> {
     if sel.queues.is_empty() && !sel.all {
-        return Err("name the queues with --queue ID (see `kfd-preempt list PID`) or use --all".into());
+        return Err(
+            "name the queues with --queue ID (see `kfd-preempt list PID`) or use --all".into(),
+        );
     }
     let queues = match sel.gpu {
         Some(g) => target.query_gpu(g),
@@ -38,14 +40,20 @@ pub(crate) fn select(target: &Target<'_>, sel: &Selection) -> Result<Vec<QueueIn
     sel.queues
         .iter()
         .map(|id| {
-            queues.iter().find(|q| q.queue_id == *id).copied().ok_or_else(|| {
-                format!(
-                    "process {} has no queue {id}{} (see `kfd-preempt list {}`)",
-                    sel.pid,
-                    sel.gpu.map(|g| format!(" on gpu {g:#x}")).unwrap_or_default(),
-                    sel.pid
-                )
-            })
+            queues
+                .iter()
+                .find(|q| q.queue_id == *id)
+                .copied()
+                .ok_or_else(|| {
+                    format!(
+                        "process {} has no queue {id}{} (see `kfd-preempt list {}`)",
+                        sel.pid,
+                        sel.gpu
+                            .map(|g| format!(" on gpu {g:#x}"))
+                            .unwrap_or_default(),
+                        sel.pid
+                    )
+                })
         })
         .collect()
 }
@@ -58,7 +66,11 @@ fn ms(d: Duration) -> String {
 fn print_report(verb: &str, report: &BatchReport) {
     println!(
         "{verb} {}/{} queue(s) in {} runlist update(s), {} in the module",
-        report.outcomes.iter().filter(|(_, o)| o.is_success()).count(),
+        report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| o.is_success())
+            .count(),
         report.outcomes.len(),
         report.runlist_updates,
         ms(report.elapsed)
@@ -153,15 +165,22 @@ pub(crate) fn preempt(sel: &Selection, lease_ms: Option<u64>, watch: Option<u64>
     let _reg = registry::register(Hold::Preempt, target.tgid());
     println!(
         "holding until {}Ctrl-C, SIGTERM or `kfd-preempt resume {}`",
-        lease.map(|l| format!("the lease ends ({}), ", ms(l))).unwrap_or_default(),
+        lease
+            .map(|l| format!("the lease ends ({}), ", ms(l)))
+            .unwrap_or_default(),
         sel.pid
     );
     let refresh = watch.map(Duration::from_millis);
     let deadline = lease.map(|l| start + l);
-    match wait(&target, &release, deadline, refresh, |t| show_queues(&target, sel.pid, t)) {
+    match wait(&target, &release, deadline, refresh, |t| {
+        show_queues(&target, sel.pid, t)
+    }) {
         End::Released => {
             let report = dev.resume(&held)?;
-            print_report(&format!("resumed after {:.3} s", start.elapsed().as_secs_f64()), &report);
+            print_report(
+                &format!("resumed after {:.3} s", start.elapsed().as_secs_f64()),
+                &report,
+            );
         }
         End::LeaseEnded => {
             // The module's lease timer fires within a jiffy or two.
@@ -193,13 +212,17 @@ pub(crate) fn freeze(pid: i32, gpu: Option<u32>, for_ms: Option<u64>) -> CliResu
     let release = Release::install()?;
     let start = Instant::now();
     let took = dev.freeze(target.handle(), gpu, false)?;
-    let scope = gpu.map(|g| format!("gpu {g:#x}")).unwrap_or("all its GPUs".into());
+    let scope = gpu
+        .map(|g| format!("gpu {g:#x}"))
+        .unwrap_or("all its GPUs".into());
     println!("froze pid {pid} on {scope}, {} in the module", ms(took));
     let _reg = registry::register(Hold::Freeze, target.tgid());
     let limit = for_ms.map(Duration::from_millis);
     println!(
         "holding until {}Ctrl-C, SIGTERM or `kfd-preempt thaw {pid}`",
-        limit.map(|l| format!("{} have passed, ", ms(l))).unwrap_or_default()
+        limit
+            .map(|l| format!("{} have passed, ", ms(l)))
+            .unwrap_or_default()
     );
     match wait(&target, &release, limit.map(|l| start + l), None, |_| {}) {
         End::Released | End::LeaseEnded => {

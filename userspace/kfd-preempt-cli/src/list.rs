@@ -47,7 +47,12 @@ pub(crate) fn sim_progress(pid: i32, queues: &[QueueInfo]) -> Vec<Option<u64>> {
     let tenant = SimTenant::of_pid(pid).ok();
     queues
         .iter()
-        .map(|q| tenant.as_ref().and_then(|t| t.status(q.queue_id).ok()).map(|s| s.retired))
+        .map(|q| {
+            tenant
+                .as_ref()
+                .and_then(|t| t.status(q.queue_id).ok())
+                .map(|s| s.retired)
+        })
         .collect()
 }
 

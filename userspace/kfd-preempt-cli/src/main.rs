@@ -223,7 +223,17 @@ mod tests {
     fn queue_and_all_are_exclusive() {
         let r = Cli::try_parse_from(["kfd-preempt", "preempt", "7", "--queue", "1", "--all"]);
         assert!(r.is_err());
-        let ok = Cli::try_parse_from(["kfd-preempt", "preempt", "7", "--queue", "1", "--queue", "2", "--lease", "100"]);
+        let ok = Cli::try_parse_from([
+            "kfd-preempt",
+            "preempt",
+            "7",
+            "--queue",
+            "1",
+            "--queue",
+            "2",
+            "--lease",
+            "100",
+        ]);
         match ok.map(|c| c.command) {
             Ok(Command::Preempt { sel, lease }) => {
                 assert_eq!((sel.pid, sel.queues, lease), (7, vec![1, 2], Some(100)));

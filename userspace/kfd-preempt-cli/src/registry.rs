@@ -133,7 +133,10 @@ pub(crate) fn release(pid: i32, hold: Hold) -> CliResult {
     for (holder, path) in holders(&dir, hold, tgid) {
         match release_one(holder)? {
             true => {
-                println!("kfd-preempt {holder} released its {} of {tgid}", hold.prefix());
+                println!(
+                    "kfd-preempt {holder} released its {} of {tgid}",
+                    hold.prefix()
+                );
                 released += 1;
             }
             false => {
@@ -161,12 +164,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kfdp-registry-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        for name in ["preempt-10-200", "preempt-10-100", "freeze-10-300", "preempt-11-400", "junk"] {
+        for name in [
+            "preempt-10-200",
+            "preempt-10-100",
+            "freeze-10-300",
+            "preempt-11-400",
+            "junk",
+        ] {
             fs::write(dir.join(name), b"").unwrap();
         }
-        let got: Vec<i32> = holders(&dir, Hold::Preempt, 10).iter().map(|h| h.0).collect();
+        let got: Vec<i32> = holders(&dir, Hold::Preempt, 10)
+            .iter()
+            .map(|h| h.0)
+            .collect();
         assert_eq!(got, [100, 200]);
-        let got: Vec<i32> = holders(&dir, Hold::Freeze, 10).iter().map(|h| h.0).collect();
+        let got: Vec<i32> = holders(&dir, Hold::Freeze, 10)
+            .iter()
+            .map(|h| h.0)
+            .collect();
         assert_eq!(got, [300]);
         assert!(holders(&dir, Hold::Freeze, 11).is_empty());
         fs::remove_dir_all(&dir).unwrap();

@@ -36,11 +36,8 @@ mod tests {
     fn sigusr1_requests_release() {
         let r = Release::install().unwrap();
         assert!(!r.requested());
-        rustix::process::kill_process(
-            rustix::process::getpid(),
-            rustix::process::Signal::USR1,
-        )
-        .unwrap();
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR1)
+            .unwrap();
         // Delivered to this thread before kill returns (it is not blocked).
         assert!(r.requested());
     }

@@ -35,7 +35,12 @@ pub(crate) fn run(args: &TenantArgs) -> CliResult {
         );
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "ready pid={} queues={}", std::process::id(), ids.join(","))?;
+    writeln!(
+        out,
+        "ready pid={} queues={}",
+        std::process::id(),
+        ids.join(",")
+    )?;
     out.flush()?;
     drop(out);
     let mut line = String::new();

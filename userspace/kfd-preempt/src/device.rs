@@ -193,14 +193,15 @@ impl Device {
     /// ```
     pub fn info(&self) -> Result<Info, Error> {
         // SAFETY: IOC_INFO writes a whole `kfdp_info`, a struct of integers.
-        let raw = unsafe { ioctl::get::<{ uapi::IOC_INFO }, uapi::kfdp_info>(self) }
-            .map_err(|errno| match errno {
+        let raw = unsafe { ioctl::get::<{ uapi::IOC_INFO }, uapi::kfdp_info>(self) }.map_err(
+            |errno| match errno {
                 Errno::NOTTY => Error::NotSupported("KFDP_IOC_INFO"),
                 errno => Error::Os {
                     operation: "KFDP_IOC_INFO",
                     errno,
                 },
-            })?;
+            },
+        )?;
         if raw.abi_major != uapi::KFDP_ABI_MAJOR {
             return Err(Error::AbiMismatch {
                 module: raw.abi_major,
@@ -293,8 +294,8 @@ impl Device {
         };
         // SAFETY: IOC_ATTACH reads and writes a `kfdp_attach`, which has no
         // user pointers.
-        unsafe { ioctl::update::<{ uapi::IOC_ATTACH }, _>(self, &mut a) }.map_err(
-            |errno| match errno {
+        unsafe { ioctl::update::<{ uapi::IOC_ATTACH }, _>(self, &mut a) }.map_err(|errno| {
+            match errno {
                 Errno::OPNOTSUPP => Error::PidAttachDisabled,
                 Errno::PERM => Error::PidAttachNeedsAdmin,
                 Errno::SRCH => Error::NoSuchProcess { pid },
@@ -303,8 +304,8 @@ impl Device {
                     operation: "KFDP_IOC_ATTACH",
                     errno,
                 },
-            },
-        )?;
+            }
+        })?;
         Ok(Target::new(self, Handle(a.handle), a.tgid, a.num_gpus))
     }
 
@@ -416,7 +417,11 @@ impl Device {
     /// let report = dev.resume_with(&queues, &check)?;
     /// # Ok::<(), kfd_preempt::Error>(())
     /// ```
-    pub fn resume_with(&self, queues: &[QueueRef], opts: &BatchOptions) -> Result<BatchReport, Error> {
+    pub fn resume_with(
+        &self,
+        queues: &[QueueRef],
+        opts: &BatchOptions,
+    ) -> Result<BatchReport, Error> {
         if opts.lease.is_some() {
             return Err(Error::InvalidArgument("RESUME takes no lease"));
         }
@@ -480,13 +485,22 @@ impl Device {
     /// dev.freeze(handle, None, true)?;
     /// # Ok::<(), kfd_preempt::Error>(())
     /// ```
-    pub fn freeze(&self, handle: Handle, gpu_id: Option<u32>, thaw: bool) -> Result<Duration, Error> {
+    pub fn freeze(
+        &self,
+        handle: Handle,
+        gpu_id: Option<u32>,
+        thaw: bool,
+    ) -> Result<Duration, Error> {
         let mut f = uapi::kfdp_freeze {
             handle: handle.0,
             gpu_id: gpu_id.unwrap_or(0),
             ..Default::default()
         };
-        let operation = if thaw { "KFDP_IOC_THAW" } else { "KFDP_IOC_FREEZE" };
+        let operation = if thaw {
+            "KFDP_IOC_THAW"
+        } else {
+            "KFDP_IOC_FREEZE"
+        };
         // SAFETY: IOC_FREEZE and IOC_THAW read and write a `kfdp_freeze`,
         // which has no user pointers.
         let r = unsafe {
@@ -562,7 +576,11 @@ mod tests {
         assert_eq!((info.abi_major, info.abi_minor), (1, 2));
         assert_eq!(info.caps, Caps(0x5));
         assert_eq!(
-            (info.max_batch, info.sizeof_queue_ref, info.sizeof_queue_info),
+            (
+                info.max_batch,
+                info.sizeof_queue_ref,
+                info.sizeof_queue_info
+            ),
             (4096, 16, 96)
         );
     }
@@ -588,7 +606,11 @@ mod tests {
     fn dev_null() -> Device {
         // /dev/null answers ENOTTY to every ioctl, as an old module would.
         Device {
-            file: File::options().read(true).write(true).open("/dev/null").unwrap(),
+            file: File::options()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+                .unwrap(),
         }
     }
 

@@ -209,7 +209,13 @@ mod tests {
             ),
             (Error::PidAttachDisabled, "pid_attach=1"),
             (Error::SimNotEnabled, "sim_nodes="),
-            (Error::BatchTooLarge { len: 5000, max: 4096 }, "split"),
+            (
+                Error::BatchTooLarge {
+                    len: 5000,
+                    max: 4096,
+                },
+                "split",
+            ),
             (Error::UnknownHandle(3), "handle 3"),
         ];
         for (e, needle) in cases {

@@ -15,7 +15,10 @@ use rustix::{
 /// module's `IOC_*`/`SIM_IOC_*` constant for that struct), and every user
 /// pointer inside `value` must point to memory valid for what the kernel
 /// reads or writes there for the duration of the call.
-pub(crate) unsafe fn update<const OP: Opcode, T>(fd: impl AsFd, value: &mut T) -> Result<(), Errno> {
+pub(crate) unsafe fn update<const OP: Opcode, T>(
+    fd: impl AsFd,
+    value: &mut T,
+) -> Result<(), Errno> {
     // SAFETY: the caller guarantees that `OP` encodes `T` and that the
     // pointers in `value` are valid; `value` is a live, exclusive `T`.
     unsafe { ioctl(fd, Updater::<OP, T>::new(value)) }

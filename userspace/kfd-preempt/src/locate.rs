@@ -35,7 +35,11 @@ pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKi
     })?;
     let mut best: Option<(i32, TargetKind)> = None;
     for entry in dir.flatten() {
-        let Some(fd) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(fd) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         // A descriptor closed since the directory was read is skipped.
@@ -126,7 +130,10 @@ mod tests {
     #[test]
     fn a_process_without_kfd_is_reported_as_such() {
         let dir = fake_fd_dir(&[("0", "/dev/null"), ("1", "pipe:[5]")]);
-        assert_eq!(find_kfd_fd(&dir, 42), Err(Error::NotAKfdProcess { pid: 42 }));
+        assert_eq!(
+            find_kfd_fd(&dir, 42),
+            Err(Error::NotAKfdProcess { pid: 42 })
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -115,7 +115,12 @@ impl SimTenant {
     /// let q = tenant.create_queue(1, kfd_preempt::QueueType::ComputeAql, 0)?;
     /// # Ok::<(), kfd_preempt::Error>(())
     /// ```
-    pub fn create_queue(&self, node: u32, queue_type: QueueType, priority: u32) -> Result<SimQueue, Error> {
+    pub fn create_queue(
+        &self,
+        node: u32,
+        queue_type: QueueType,
+        priority: u32,
+    ) -> Result<SimQueue, Error> {
         let mut c = uapi::kfdp_sim_queue_create {
             node,
             queue_type: queue_type.into(),

@@ -48,13 +48,11 @@ pub const IOC_FREEZE: Opcode = opcode::read_write::<kfdp_freeze>(MAGIC, 0x06);
 /// `KFDP_IOC_THAW`.
 pub const IOC_THAW: Opcode = opcode::read_write::<kfdp_freeze>(MAGIC, 0x07);
 /// `KFDP_SIM_IOC_CREATE_QUEUE`.
-pub const SIM_IOC_CREATE_QUEUE: Opcode =
-    opcode::read_write::<kfdp_sim_queue_create>(MAGIC, 0x40);
+pub const SIM_IOC_CREATE_QUEUE: Opcode = opcode::read_write::<kfdp_sim_queue_create>(MAGIC, 0x40);
 /// `KFDP_SIM_IOC_DESTROY_QUEUE`.
 pub const SIM_IOC_DESTROY_QUEUE: Opcode = opcode::write::<kfdp_sim_queue_destroy>(MAGIC, 0x41);
 /// `KFDP_SIM_IOC_QUEUE_STATUS`.
-pub const SIM_IOC_QUEUE_STATUS: Opcode =
-    opcode::read_write::<kfdp_sim_queue_status>(MAGIC, 0x42);
+pub const SIM_IOC_QUEUE_STATUS: Opcode = opcode::read_write::<kfdp_sim_queue_status>(MAGIC, 0x42);
 
 // The numbers as clang evaluated the header's `_IO*` macros.
 const _: () = {
