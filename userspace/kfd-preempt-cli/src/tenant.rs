@@ -1,11 +1,11 @@
 //! `kfd-preempt sim-tenant`: a process with queues on a simulated node.
 
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 
 use clap::Args;
 use kfd_preempt::{sim::SimTenant, QueueType};
 
-use crate::{CliResult, Done};
+use crate::{signals::Release, CliResult, Done};
 
 #[derive(Args, Debug)]
 pub(crate) struct TenantArgs {
@@ -18,11 +18,15 @@ pub(crate) struct TenantArgs {
     /// Their priority (0..15).
     #[arg(long, default_value_t = 7)]
     priority: u32,
+    /// Also end when stdin reaches end of file (so that a parent holding
+    /// the pipe takes the tenant down with it).
+    #[arg(long)]
+    stdin: bool,
 }
 
 /// Creates the queues, prints `ready pid=PID queues=ID,ID,...`, and keeps
-/// them until stdin reaches end of file (its parent closes the pipe, or
-/// Ctrl-D) or the process is killed.
+/// them until SIGINT, SIGTERM, SIGHUP or SIGUSR1 (or, with `--stdin`, the
+/// end of stdin).
 pub(crate) fn run(args: &TenantArgs) -> CliResult {
     let tenant = SimTenant::open()?;
     let mut ids = Vec::new();
@@ -43,10 +47,16 @@ pub(crate) fn run(args: &TenantArgs) -> CliResult {
     )?;
     out.flush()?;
     drop(out);
-    let mut line = String::new();
-    let mut stdin = std::io::stdin().lock();
-    while stdin.read_line(&mut line)? != 0 {
-        line.clear();
+    if args.stdin {
+        // Whatever arrives on stdin is ignored; only its end matters.
+        let mut buf = [0u8; 512];
+        let mut stdin = std::io::stdin().lock();
+        while stdin.read(&mut buf)? != 0 {}
+    } else {
+        let release = Release::install()?;
+        while !release.requested() {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
     Ok(Done::Ok)
 }
