@@ -42,6 +42,7 @@ kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installati
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"
 kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
 kfdp_phase kselftest-build scripts/build-kselftests.sh || abort "kselftest build"
+kfdp_phase userspace-build scripts/build-userspace.sh || abort "userspace build (crate, CLI, C ABI and its example)"
 
 lint=$(kfdp_phase lint scripts/lint.sh 2>&1)
 echo "$lint"
