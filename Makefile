@@ -6,6 +6,8 @@
 #                        scripts/build-kernel.sh) or KDIR=<built kernel tree>
 #   make check           provision everything and run every test suite
 #   make demo            provision everything and run the demo in the VM
+#   make bench           run kfd-preempt bench on simulated nodes in the VM
+#                        (results in out/bench/)
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
@@ -28,7 +30,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(RUST_LIB_SRC),RUST_LIB_SRC=$(RUST_LIB_SRC)) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT)
 
-.PHONY: all modules clean check demo lint rustfmtcheck checkpatch
+.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch
 
 all: modules
 
@@ -45,6 +47,9 @@ check:
 
 demo:
 	scripts/demo.sh
+
+bench:
+	scripts/bench.sh
 
 lint:
 	scripts/lint.sh

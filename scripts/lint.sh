@@ -4,6 +4,7 @@
 #   rustfmt-module     rustfmt --check with the kernel's .rustfmt.toml
 #   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests
 #   rustfmt-userspace  cargo fmt --check in userspace/
+#   clippy-userspace   cargo clippy -D warnings on every userspace target
 # With arguments, only the named checks run. Exits non-zero if any failed.
 # (W=1 and clippy warnings are checked by scripts/build-module.sh.)
 set -uo pipefail
@@ -20,7 +21,8 @@ rustfmt-module() {
 
 checkpatch() {
 	local cfiles
-	mapfile -t cfiles < <(find src uapi tests/kselftest -name '*.[ch]' | sort)
+	mapfile -t cfiles < <(find src uapi tests/kselftest tests/vm userspace/kfd-preempt-capi/examples \
+		-name '*.[ch]' | sort)
 	"$src/scripts/checkpatch.pl" --no-tree --quiet --show-types -f "${cfiles[@]}"
 }
 
@@ -28,7 +30,11 @@ rustfmt-userspace() {
 	(cd userspace && cargo fmt --all -- --check)
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace
+clippy-userspace() {
+	(cd userspace && cargo clippy --quiet --workspace --all-targets -- -D warnings)
+}
+
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace
 failed=0
 for check in "$@"; do
 	if "$check"; then

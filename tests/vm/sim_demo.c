@@ -65,8 +65,8 @@ static void batch(int owner, unsigned long cmd, const char *name,
 
 	if (ioctl(owner, cmd, &b))
 		die(name);
-	printf("%s: %u/%d queues in one call, %u runlist update(s) "
-	       "(1 on the HWS node + 1 per queue on the MES node), %llu ns (simulated)\n",
+	/* HWS: one update for the node; MES: one call per queue. */
+	printf("%s: %u/%d queues in one call, %u runlist update(s), %llu ns (simulated)\n",
 	       name, b.num_ok, NQ, b.num_runlist_updates,
 	       (unsigned long long)b.elapsed_ns);
 }
