@@ -5,7 +5,9 @@
 kfd-preempt bench --json /tmp/bench.json --svg /tmp/bench.svg "$@" || exit 1
 echo "=== kfdp-bench json begin ==="
 cat /tmp/bench.json
+echo
 echo "=== kfdp-bench json end ==="
 echo "=== kfdp-bench svg begin ==="
 cat /tmp/bench.svg
+echo
 echo "=== kfdp-bench svg end ==="

@@ -164,6 +164,7 @@ impl Tenant {
         let mut child = Command::new(exe)
             .args([
                 "sim-tenant",
+                "--stdin",
                 "--node",
                 &node.to_string(),
                 "--queues",
@@ -190,7 +191,10 @@ impl Tenant {
 
 impl Drop for Tenant {
     fn drop(&mut self) {
+        // Closing stdin ends a tenant (and would, were this process killed);
+        // the kill makes sure of it.
         self.stdin.take();
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
@@ -509,7 +513,7 @@ pub(crate) fn run(args: &BenchArgs) -> CliResult {
     }
     drop(guard);
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&results)?)?;
+        std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")?;
     }
     if let Some(path) = &args.svg {
         std::fs::write(path, chart::svg(&results))?;
