@@ -3,7 +3,8 @@
 # The demo run inside the test VM by `make demo` (scripts/demo.sh): amdgpu is
 # loaded, kfd_preempt beside it with two simulated nodes (0: HWS, 1: MES),
 # the CLI asks the module what it offers, and a daemon preempts and resumes
-# a simulated tenant.
+# a simulated tenant, first as a small C daemon (tests/vm/sim_demo.c), then with
+# the kfd-preempt CLI.
 set -e
 echo "== modules loaded =="
 grep -E '^(amdgpu|kfd_preempt) ' /proc/modules | cut -d' ' -f1,2,3
@@ -15,3 +16,24 @@ echo "== a scheduler preempts and resumes a tenant (simulated node) =="
 sim_demo
 echo "== simulated node counters =="
 cat /sys/kernel/debug/kfd_preempt/sim/status
+echo "== the same from the shell: kfd-preempt list / preempt / resume =="
+kfd-preempt sim-tenant --queues 3 --node 0 >/tmp/tenant.out &
+tenant=$!
+sleep 1
+echo "\$ kfd-preempt list $tenant"
+kfd-preempt list "$tenant"
+echo "\$ kfd-preempt preempt $tenant --all &"
+kfd-preempt preempt "$tenant" --all &
+holder=$!
+sleep 1
+echo "\$ kfd-preempt list $tenant    # preempted: RETIRED stays put"
+kfd-preempt list "$tenant"
+sleep 1
+kfd-preempt list "$tenant"
+echo "\$ kfd-preempt resume $tenant"
+kfd-preempt resume "$tenant"
+wait "$holder"
+sleep 1
+echo "\$ kfd-preempt list $tenant    # running again"
+kfd-preempt list "$tenant"
+kill "$tenant"
