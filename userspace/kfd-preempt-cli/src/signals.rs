@@ -38,7 +38,12 @@ mod tests {
         assert!(!r.requested());
         rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::USR1)
             .unwrap();
-        // Delivered to this thread before kill returns (it is not blocked).
+        // A process-directed signal goes to any thread of the test runner:
+        // give it up to a second to arrive.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while !r.requested() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(r.requested());
     }
 }

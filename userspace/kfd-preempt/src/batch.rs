@@ -53,6 +53,10 @@ pub struct BatchOptions {
 }
 
 /// The longest lease the module takes: one day.
+///
+/// ```
+/// assert_eq!(kfd_preempt::MAX_LEASE.as_secs(), 86_400);
+/// ```
 pub const MAX_LEASE: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl BatchOptions {
@@ -112,6 +116,11 @@ pub enum EntryError {
 
 impl EntryError {
     /// Decodes a negative status (`-errno`).
+    ///
+    /// ```
+    /// use kfd_preempt::EntryError;
+    /// assert_eq!(EntryError::from_status(-5), EntryError::Hardware);
+    /// ```
     pub fn from_status(status: i32) -> Self {
         let errno = Errno::from_raw_os_error(status.saturating_neg());
         match errno {
@@ -173,6 +182,11 @@ pub enum Outcome {
 
 impl Outcome {
     /// Decodes an entry's status.
+    ///
+    /// ```
+    /// use kfd_preempt::Outcome;
+    /// assert_eq!(Outcome::from_status(3), Outcome::External);
+    /// ```
     pub fn from_status(status: i32) -> Self {
         match status {
             0 => Outcome::Done,
@@ -185,6 +199,11 @@ impl Outcome {
     }
 
     /// The queue is (or will be) in the requested state.
+    ///
+    /// ```
+    /// use kfd_preempt::Outcome;
+    /// assert!(Outcome::Already.is_success());
+    /// ```
     pub fn is_success(self) -> bool {
         matches!(self, Outcome::Done | Outcome::Already | Outcome::Deferred)
     }
@@ -204,6 +223,14 @@ impl fmt::Display for Outcome {
 }
 
 /// The result of a PREEMPT or RESUME batch.
+///
+/// ```no_run
+/// # let dev = kfd_preempt::Device::open()?;
+/// # let queues = vec![];
+/// let r = dev.preempt(&queues, &Default::default())?;
+/// println!("{} ok, {} runlist update(s), {:?}", r.num_ok, r.runlist_updates, r.elapsed);
+/// # Ok::<(), kfd_preempt::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchReport {
     /// Each entry with its outcome, in the order given.
@@ -232,6 +259,15 @@ impl BatchReport {
     }
 
     /// The entries that did not.
+    ///
+    /// ```no_run
+    /// # let dev = kfd_preempt::Device::open()?;
+    /// # let queues = vec![];
+    /// for (q, outcome) in dev.preempt(&queues, &Default::default())?.failures() {
+    ///     eprintln!("{q}: {outcome}");
+    /// }
+    /// # Ok::<(), kfd_preempt::Error>(())
+    /// ```
     pub fn failures(&self) -> impl Iterator<Item = &(QueueRef, Outcome)> {
         self.outcomes.iter().filter(|(_, o)| !o.is_success())
     }

@@ -16,6 +16,10 @@ use crate::{
 };
 
 /// Where the module's misc device lives.
+///
+/// ```
+/// assert_eq!(kfd_preempt::DEVICE_PATH, "/dev/kfd_preempt");
+/// ```
 pub const DEVICE_PATH: &str = "/dev/kfd_preempt";
 
 /// An attachment handle, naming one attached process within one owner.
@@ -52,11 +56,21 @@ impl Caps {
     pub const SIM: u64 = uapi::KFDP_CAP_SIM as u64;
 
     /// Whether every bit of `bits` is set.
+    ///
+    /// ```
+    /// use kfd_preempt::Caps;
+    /// assert!(Caps(Caps::PID | Caps::SIM).has(Caps::PID));
+    /// ```
     pub fn has(self, bits: u64) -> bool {
         self.0 & bits == bits
     }
 
     /// The names of the bits set, in ABI order; unknown bits as `0x..`.
+    ///
+    /// ```
+    /// use kfd_preempt::Caps;
+    /// assert_eq!(Caps(Caps::MES | 0x100).names(), ["mes", "0x100"]);
+    /// ```
     pub fn names(self) -> Vec<String> {
         let known = [
             (Self::HWS_BATCH, "hws-batch"),
@@ -117,6 +131,17 @@ impl From<uapi::kfdp_info> for Info {
 }
 
 /// What kind of file an ATTACH is given.
+///
+/// ```no_run
+/// use std::os::fd::AsFd;
+/// use kfd_preempt::{Device, TargetKind};
+///
+/// // A tenant's /dev/kfd received from a trusted agent over a Unix socket:
+/// # let received = std::fs::File::open("/dev/kfd").unwrap();
+/// let dev = Device::open()?;
+/// let tenant = dev.attach_fd(received.as_fd(), TargetKind::KfdFd)?;
+/// # Ok::<(), kfd_preempt::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TargetKind {
     /// The tenant's `/dev/kfd`.

@@ -118,16 +118,31 @@ impl QueueState {
     ];
 
     /// Whether the queue is on the hardware.
+    ///
+    /// ```
+    /// use kfd_preempt::QueueState;
+    /// assert!(QueueState(QueueState::ACTIVE).is_active());
+    /// ```
     pub fn is_active(self) -> bool {
         self.0 & Self::ACTIVE != 0
     }
 
     /// Whether this owner holds a preemption of the queue.
+    ///
+    /// ```
+    /// use kfd_preempt::QueueState;
+    /// assert!(!QueueState(QueueState::OWNED_OTHER).is_owned());
+    /// ```
     pub fn is_owned(self) -> bool {
         self.0 & Self::OWNED != 0
     }
 
     /// The names of the bits set, in ABI order; unknown bits as `0x..`.
+    ///
+    /// ```
+    /// use kfd_preempt::QueueState;
+    /// assert_eq!(QueueState(QueueState::FROZEN | QueueState::EVICTED).names(), ["evicted", "frozen"]);
+    /// ```
     pub fn names(self) -> Vec<String> {
         let mut rest = self.0;
         let mut names = Vec::new();
@@ -225,6 +240,12 @@ impl QueueInfo {
     }
 
     /// The reference a batch names this queue by.
+    ///
+    /// ```no_run
+    /// # let dev = kfd_preempt::Device::open()?;
+    /// let refs: Vec<_> = dev.attach(4242)?.query()?.iter().map(|q| q.queue_ref()).collect();
+    /// # Ok::<(), kfd_preempt::Error>(())
+    /// ```
     pub fn queue_ref(&self) -> crate::QueueRef {
         crate::QueueRef {
             handle: self.handle,

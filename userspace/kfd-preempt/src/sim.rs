@@ -13,9 +13,17 @@ use rustix::io::Errno;
 use crate::{ioctl, uapi, Error, QueueState, QueueType};
 
 /// The tenant device of the simulated nodes.
+///
+/// ```
+/// assert_eq!(kfd_preempt::sim::TENANT_PATH, "/dev/kfd_preempt_sim");
+/// ```
 pub const TENANT_PATH: &str = "/dev/kfd_preempt_sim";
 
 /// Where the simulated nodes' debugfs knobs live.
+///
+/// ```
+/// assert!(kfd_preempt::sim::DEBUGFS_DIR.starts_with("/sys/kernel/debug/"));
+/// ```
 pub const DEBUGFS_DIR: &str = "/sys/kernel/debug/kfd_preempt/sim";
 
 /// One simulated KFD process: an open of [`TENANT_PATH`]. Its queues go when
@@ -35,6 +43,12 @@ pub struct SimTenant {
 }
 
 /// A queue [`SimTenant::create_queue`] made.
+///
+/// ```no_run
+/// # let tenant = kfd_preempt::sim::SimTenant::open()?;
+/// let q: kfd_preempt::sim::SimQueue = tenant.create_queue(0, kfd_preempt::QueueType::ComputeAql, 7)?;
+/// # Ok::<(), kfd_preempt::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimQueue {
     /// Its queue id within the tenant.
@@ -44,6 +58,13 @@ pub struct SimQueue {
 }
 
 /// A simulated queue's progress, as the tenant sees it.
+///
+/// ```no_run
+/// # let tenant = kfd_preempt::sim::SimTenant::open()?;
+/// let s: kfd_preempt::sim::SimQueueStatus = tenant.status(0)?;
+/// assert!(s.retired > 0 || !s.state.is_active());
+/// # Ok::<(), kfd_preempt::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimQueueStatus {
     /// `KFDP_QS_*` bits.
@@ -197,6 +218,11 @@ pub struct SimNode {
 
 impl SimNode {
     /// Node `node`'s directory under [`DEBUGFS_DIR`].
+    ///
+    /// ```no_run
+    /// let updates = kfd_preempt::sim::SimNode::new(1).get("runlist_updates")?;
+    /// # Ok::<(), kfd_preempt::Error>(())
+    /// ```
     pub fn new(node: u32) -> Self {
         SimNode {
             dir: Path::new(DEBUGFS_DIR).join(format!("node{node}")),
