@@ -9,6 +9,10 @@ if [ ! -x "$t" ]; then
 	echo "1..0 # SKIP $t missing (scripts/build-userspace.sh)"
 	exit 4
 fi
+if [ ! -e /dev/kfd_preempt_sim ]; then
+	echo "1..0 # SKIP needs the simulated nodes (kfd_preempt sim_nodes=2 sim_mes_nodes=2)"
+	exit 4
+fi
 n=$("$t" --list --include-ignored 2>/dev/null | grep -c ': test$')
 echo "1..$n"
 "$t" --include-ignored --test-threads=1 2>&1 | awk '
