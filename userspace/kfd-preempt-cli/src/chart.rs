@@ -5,7 +5,7 @@
 use std::{fmt::Write, path::Path};
 
 use crate::{
-    bench::{Results, BATCH, FREEZE, SINGLES},
+    bench::{Results, Row, BATCH, FREEZE, SINGLES},
     CliResult, Done,
 };
 
@@ -145,14 +145,34 @@ fn chosen_p(r: &Results) -> u32 {
         .unwrap_or(8)
 }
 
+/// The methods compared, as the chart names and colours them.
+const METHODS: [(&str, &str, &str); 3] = [
+    (BATCH, "one PREEMPT batch of K", "#1b9e77"),
+    (SINGLES, "K single-entry PREEMPTs", "#d95f02"),
+    (FREEZE, "P FREEZEs", "#7570b3"),
+];
+
+/// One series per method: `value` of each row of `cost` at `p`, against K.
+fn method_series(r: &Results, cost: &str, p: u32, value: fn(&Row) -> f64) -> Vec<Series> {
+    METHODS
+        .iter()
+        .map(|(m, name, color)| Series {
+            name: name.to_string(),
+            color,
+            dashed: false,
+            points: r
+                .rows
+                .iter()
+                .filter(|row| row.cost_model == cost && row.p == p && row.method == *m)
+                .map(|row| (f64::from(row.k), value(row)))
+                .collect(),
+        })
+        .collect()
+}
+
 /// The bench's results as SVG.
 pub(crate) fn svg(r: &Results) -> String {
     let p = chosen_p(r);
-    let methods = [
-        (BATCH, "one PREEMPT batch of K", "#1b9e77"),
-        (SINGLES, "K single-entry PREEMPTs", "#d95f02"),
-        (FREEZE, "P FREEZEs", "#7570b3"),
-    ];
     let panels = r.cost_models.len() + 1;
     let width = PANEL_W * panels as f64;
     let mut svg = format!(
@@ -166,20 +186,7 @@ pub(crate) fn svg(r: &Results) -> String {
         esc(&r.environment)
     );
     for (i, cost) in r.cost_models.iter().enumerate() {
-        let mut series: Vec<Series> = methods
-            .iter()
-            .map(|(m, name, color)| Series {
-                name: name.to_string(),
-                color,
-                dashed: false,
-                points: r
-                    .rows
-                    .iter()
-                    .filter(|row| row.cost_model == cost.name && row.p == p && row.method == *m)
-                    .map(|row| (f64::from(row.k), row.p50_us))
-                    .collect(),
-            })
-            .collect();
+        let mut series = method_series(r, &cost.name, p, |row| row.p50_us);
         if let Some(f) = r.floor.iter().find(|f| f.cost_model == cost.name) {
             let ks: Vec<f64> = series[0].points.iter().map(|pt| pt.0).collect();
             series.push(Series {
@@ -215,20 +222,7 @@ pub(crate) fn svg(r: &Results) -> String {
         }
     }
     if let Some(first) = r.cost_models.first() {
-        let series: Vec<Series> = methods
-            .iter()
-            .map(|(m, name, color)| Series {
-                name: name.to_string(),
-                color,
-                dashed: false,
-                points: r
-                    .rows
-                    .iter()
-                    .filter(|row| row.cost_model == first.name && row.p == p && row.method == *m)
-                    .map(|row| (f64::from(row.k), row.runlist_updates.max(1) as f64))
-                    .collect(),
-            })
-            .collect();
+        let series = method_series(r, &first.name, p, |row| row.runlist_updates.max(1) as f64);
         let mut sub = String::new();
         panel(
             &mut sub,
@@ -255,7 +249,7 @@ pub(crate) fn from_file(input: &Path, output: &Path) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{CostModel, Floor, Row};
+    use crate::bench::{CostModel, Floor};
 
     fn results() -> Results {
         let mut rows = Vec::new();
