@@ -314,29 +314,6 @@ unsafe fn report_back(
     }
 }
 
-/// Status number of an outcome, as the uapi defines it.
-fn status(o: kfd_preempt::Outcome) -> i32 {
-    use kfd_preempt::{EntryError as E, Outcome as O};
-    match o {
-        O::Done => 0,
-        O::Already => 1,
-        O::Deferred => 2,
-        O::External => 3,
-        O::Unknown(s) => s,
-        O::Failed(e) => -match e {
-            E::Invalid => 22,
-            E::QueueGone => 2,
-            E::TargetExited => 3,
-            E::Busy => 16,
-            E::Unsupported => 95,
-            E::Hardware => 5,
-            E::Cancelled => 125,
-            E::NoMemory => 12,
-            E::Other(n) => n,
-        },
-    }
-}
-
 /// Common body of preempt and resume.
 ///
 /// # Safety
@@ -378,7 +355,7 @@ unsafe fn batch(
     };
     match r {
         Ok(report) => {
-            let statuses: Vec<i32> = report.outcomes.iter().map(|(_, o)| status(*o)).collect();
+            let statuses: Vec<i32> = report.outcomes.iter().map(|(_, o)| o.status()).collect();
             // SAFETY: forwarded caller contract for `result`.
             unsafe { report_back(&report, &statuses, entries, result) };
             0
@@ -505,7 +482,7 @@ mod tests {
     fn statuses_are_the_uapi_numbers() {
         use kfd_preempt::Outcome;
         for s in [0, 1, 2, 3, -22, -2, -3, -16, -95, -5, -125, -12, -7] {
-            assert_eq!(status(Outcome::from_status(s)), s);
+            assert_eq!(Outcome::from_status(s).status(), s);
         }
     }
 

@@ -114,6 +114,19 @@ pub enum EntryError {
     Other(i32),
 }
 
+/// The errno of each [`EntryError`] but `Other`: one table for decoding
+/// statuses and for writing them back (the C ABI).
+const ENTRY_ERRNOS: [(Errno, EntryError); 8] = [
+    (Errno::INVAL, EntryError::Invalid),
+    (Errno::NOENT, EntryError::QueueGone),
+    (Errno::SRCH, EntryError::TargetExited),
+    (Errno::BUSY, EntryError::Busy),
+    (Errno::OPNOTSUPP, EntryError::Unsupported),
+    (Errno::IO, EntryError::Hardware),
+    (Errno::CANCELED, EntryError::Cancelled),
+    (Errno::NOMEM, EntryError::NoMemory),
+];
+
 impl EntryError {
     /// Decodes a negative status (`-errno`).
     ///
@@ -123,16 +136,25 @@ impl EntryError {
     /// ```
     pub fn from_status(status: i32) -> Self {
         let errno = Errno::from_raw_os_error(status.saturating_neg());
-        match errno {
-            Errno::INVAL => EntryError::Invalid,
-            Errno::NOENT => EntryError::QueueGone,
-            Errno::SRCH => EntryError::TargetExited,
-            Errno::BUSY => EntryError::Busy,
-            Errno::OPNOTSUPP => EntryError::Unsupported,
-            Errno::IO => EntryError::Hardware,
-            Errno::CANCELED => EntryError::Cancelled,
-            Errno::NOMEM => EntryError::NoMemory,
-            _ => EntryError::Other(status.saturating_neg()),
+        ENTRY_ERRNOS
+            .iter()
+            .find(|(e, _)| *e == errno)
+            .map_or(EntryError::Other(errno.raw_os_error()), |(_, kind)| *kind)
+    }
+
+    /// The positive errno this error stands for.
+    ///
+    /// ```
+    /// use kfd_preempt::EntryError;
+    /// assert_eq!(EntryError::Busy.errno(), 16); // EBUSY
+    /// ```
+    pub fn errno(self) -> i32 {
+        match self {
+            EntryError::Other(e) => e,
+            kind => ENTRY_ERRNOS
+                .iter()
+                .find(|(_, k)| *k == kind)
+                .map_or(0, |(e, _)| e.raw_os_error()),
         }
     }
 }
@@ -195,6 +217,26 @@ impl Outcome {
             s if s == uapi::KFDP_R_DEFERRED as i32 => Outcome::Deferred,
             s if s == uapi::KFDP_R_EXTERNAL as i32 => Outcome::External,
             s => Outcome::Unknown(s),
+        }
+    }
+
+    /// The entry status the uapi gives this outcome: 0, `KFDP_R_*` or
+    /// `-errno`.
+    ///
+    /// ```
+    /// use kfd_preempt::Outcome;
+    /// for status in [0, 1, 2, 3, -2, -16] {
+    ///     assert_eq!(Outcome::from_status(status).status(), status);
+    /// }
+    /// ```
+    pub fn status(self) -> i32 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Already => uapi::KFDP_R_ALREADY as i32,
+            Outcome::Deferred => uapi::KFDP_R_DEFERRED as i32,
+            Outcome::External => uapi::KFDP_R_EXTERNAL as i32,
+            Outcome::Failed(e) => -e.errno(),
+            Outcome::Unknown(s) => s,
         }
     }
 

@@ -72,25 +72,16 @@ impl Caps {
     /// assert_eq!(Caps(Caps::MES | 0x100).names(), ["mes", "0x100"]);
     /// ```
     pub fn names(self) -> Vec<String> {
-        let known = [
-            (Self::HWS_BATCH, "hws-batch"),
-            (Self::MES, "mes"),
-            (Self::FREEZE, "freeze"),
-            (Self::PID, "pid-attach"),
-            (Self::SIM, "sim"),
-        ];
-        let mut rest = self.0;
-        let mut names = Vec::new();
-        for (bit, name) in known {
-            if self.0 & bit != 0 {
-                names.push(name.to_string());
-                rest &= !bit;
-            }
-        }
-        if rest != 0 {
-            names.push(format!("{rest:#x}"));
-        }
-        names
+        crate::bits::names(
+            self.0,
+            &[
+                (Self::HWS_BATCH, "hws-batch"),
+                (Self::MES, "mes"),
+                (Self::FREEZE, "freeze"),
+                (Self::PID, "pid-attach"),
+                (Self::SIM, "sim"),
+            ],
+        )
     }
 }
 

@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 
 mod batch;
+mod bits;
 mod device;
 mod error;
 mod ioctl;

@@ -144,18 +144,10 @@ impl QueueState {
     /// assert_eq!(QueueState(QueueState::FROZEN | QueueState::EVICTED).names(), ["evicted", "frozen"]);
     /// ```
     pub fn names(self) -> Vec<String> {
-        let mut rest = self.0;
-        let mut names = Vec::new();
-        for (bit, name) in Self::NAMES {
-            if self.0 & bit != 0 {
-                names.push(name.to_string());
-                rest &= !bit;
-            }
-        }
-        if rest != 0 {
-            names.push(format!("{rest:#x}"));
-        }
-        names
+        crate::bits::names(
+            self.0.into(),
+            &Self::NAMES.map(|(bit, name)| (u64::from(bit), name)),
+        )
     }
 }
 
