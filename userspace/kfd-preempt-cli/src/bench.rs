@@ -67,6 +67,15 @@ pub(crate) struct CostModel {
 }
 
 impl CostModel {
+    /// The debugfs knob each field sets.
+    fn knobs(&self) -> [(&'static str, u64); 3] {
+        [
+            ("cycle_ns", self.cycle_ns),
+            ("per_queue_ns", self.per_queue_ns),
+            ("mes_call_ns", self.mes_call_ns),
+        ]
+    }
+
     fn of(name: CostName) -> Self {
         match name {
             CostName::Zero => CostModel {
@@ -202,33 +211,32 @@ impl Drop for Tenant {
 /// Restores a node's cost knobs when the bench ends, however it ends.
 struct KnobGuard {
     node: SimNode,
-    saved: [(&'static str, u64); 3],
+    saved: Vec<(&'static str, u64)>,
 }
-
-const KNOBS: [&str; 3] = ["cycle_ns", "per_queue_ns", "mes_call_ns"];
 
 impl KnobGuard {
     fn new(node: u32) -> Result<Self, kfd_preempt::Error> {
-        let n = SimNode::new(node);
-        let saved = [
-            (KNOBS[0], n.get(KNOBS[0])?),
-            (KNOBS[1], n.get(KNOBS[1])?),
-            (KNOBS[2], n.get(KNOBS[2])?),
-        ];
-        Ok(KnobGuard { node: n, saved })
+        let node = SimNode::new(node);
+        // Any cost model names the knobs; the values are the node's.
+        let saved = CostModel::of(CostName::Zero)
+            .knobs()
+            .iter()
+            .map(|(name, _)| Ok((*name, node.get(name)?)))
+            .collect::<Result<_, kfd_preempt::Error>>()?;
+        Ok(KnobGuard { node, saved })
     }
 
     fn apply(&self, c: &CostModel) -> Result<(), kfd_preempt::Error> {
-        self.node.set("cycle_ns", c.cycle_ns)?;
-        self.node.set("per_queue_ns", c.per_queue_ns)?;
-        self.node.set("mes_call_ns", c.mes_call_ns)
+        c.knobs()
+            .iter()
+            .try_for_each(|(name, value)| self.node.set(name, *value))
     }
 }
 
 impl Drop for KnobGuard {
     fn drop(&mut self) {
-        for (name, v) in self.saved {
-            let _ = self.node.set(name, v);
+        for (name, v) in &self.saved {
+            let _ = self.node.set(name, *v);
         }
     }
 }

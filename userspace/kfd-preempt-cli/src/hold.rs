@@ -9,7 +9,7 @@ use std::{
 use kfd_preempt::{BatchOptions, BatchReport, Device, Error, QueueInfo, QueueRef, Target};
 
 use crate::{
-    list::{sim_progress, table, QueueRow},
+    list::{rows, table},
     registry::{self, Hold},
     signals::Release,
     CliResult, Done, Selection,
@@ -124,13 +124,8 @@ fn wait(
 fn show_queues(target: &Target<'_>, pid: i32, held: Duration) {
     match target.query() {
         Ok(queues) => {
-            let rows: Vec<QueueRow> = queues
-                .iter()
-                .zip(sim_progress(pid, &queues))
-                .map(|(q, p)| QueueRow::new(q, p))
-                .collect();
             println!("--- held {:.1} s ---", held.as_secs_f64());
-            print!("{}", table(&rows));
+            print!("{}", table(&rows(pid, &queues)));
         }
         Err(e) => println!("--- held {:.1} s: {e} ---", held.as_secs_f64()),
     }

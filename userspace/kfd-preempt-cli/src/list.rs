@@ -42,16 +42,15 @@ impl QueueRow {
     }
 }
 
-/// The progress of each queue of a simulated tenant, `None` for a real one.
-pub(crate) fn sim_progress(pid: i32, queues: &[QueueInfo]) -> Vec<Option<u64>> {
+/// The rows of `queues` of process `pid`, with each queue's progress if
+/// `pid` is a simulated tenant.
+pub(crate) fn rows(pid: i32, queues: &[QueueInfo]) -> Vec<QueueRow> {
     let tenant = SimTenant::of_pid(pid).ok();
     queues
         .iter()
         .map(|q| {
-            tenant
-                .as_ref()
-                .and_then(|t| t.status(q.queue_id).ok())
-                .map(|s| s.retired)
+            let retired = tenant.as_ref().and_then(|t| t.status(q.queue_id).ok());
+            QueueRow::new(q, retired.map(|s| s.retired))
         })
         .collect()
 }
@@ -100,12 +99,7 @@ pub(crate) fn list(pid: i32, gpu: Option<u32>, json: bool) -> CliResult {
         Some(g) => target.query_gpu(g)?,
         None => target.query()?,
     };
-    let progress = sim_progress(pid, &queues);
-    let rows: Vec<QueueRow> = queues
-        .iter()
-        .zip(progress)
-        .map(|(q, p)| QueueRow::new(q, p))
-        .collect();
+    let rows = rows(pid, &queues);
     if json {
         let v = serde_json::json!({ "pid": pid, "tgid": target.tgid(), "queues": rows });
         println!("{v:#}");
