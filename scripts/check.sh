@@ -41,6 +41,7 @@ abort() {
 kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installation"
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"
 kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
+kfdp_phase amdkfd-emu-build scripts/build-amdkfd-emu.sh || abort "kfdp_amdkfd_emu build (amdkfd's queue manager behind an emulated HWS)"
 kfdp_phase kselftest-build scripts/build-kselftests.sh || abort "kselftest build"
 kfdp_phase userspace-build scripts/build-userspace.sh || abort "userspace build (crate, CLI, C ABI and its example)"
 
@@ -58,8 +59,10 @@ cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste 
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 
 # With the simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests
-# prove the uapi's semantics end to end (Documentation/simulated-node.rst).
-vm_out=$(kfdp_phase vm tests/vm/run sim_nodes=2 sim_mes_nodes=2 --out out/vm 2>&1)
+# prove the uapi's semantics end to end (Documentation/simulated-node.rst);
+# first, the glue runs against amdkfd's own queue manager behind an
+# emulated HWS (tests/amdkfd-emu).
+vm_out=$(kfdp_phase vm tests/vm/run --amdkfd-emu sim_nodes=2 sim_mes_nodes=2 --out out/vm 2>&1)
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 

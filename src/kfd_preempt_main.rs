@@ -147,12 +147,20 @@ impl kernel::InPlaceModule for KfdPreemptModule {
         unsafe { registry::REGISTRY.init() };
         // SAFETY: As above.
         unsafe { sim::SIM_SLOT.init() };
-        // SAFETY: Returns a pointer to a static string.
+        // SAFETY: Returns a pointer to a static, NUL-terminated string.
         let srcversion = unsafe { CStr::from_char_ptr(glue::kfdp_amdgpu_built_srcversion()) };
         pr_info!(
             "built against amdgpu srcversion {}\n",
             srcversion.to_str().unwrap_or("?")
         );
+        // SAFETY: As above.
+        let unreviewed = unsafe { CStr::from_char_ptr(glue::kfdp_amdkfd_unreviewed()) };
+        if !unreviewed.is_empty() {
+            pr_warn!(
+                "built with KFDP_ALLOW_UNREVIEWED_AMDKFD=1: amdkfd differs from what was reviewed in: {}\n",
+                unreviewed.to_str().unwrap_or("?")
+            );
+        }
         let debugfs = Dir::new(c"kfd_preempt");
         try_pin_init!(Self {
             _sim: sim_parts(&debugfs)?,

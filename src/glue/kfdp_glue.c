@@ -10,6 +10,7 @@
 
 #include "kfdp_glue_priv.h"
 #include "kfdp_amdgpu_id.h"
+#include "kfdp_amdkfd_fp.h"
 
 /*
  * Facts about amdkfd the glue relies on. They are checked against the
@@ -33,8 +34,29 @@ bool kfdp_capable_sys_admin(void)
 	return capable(CAP_SYS_ADMIN);
 }
 
-/* Recorded by Kbuild from the amdgpu.ko built from AMDGPU_SRC. */
+/* Recorded by Kbuild from the amdgpu.ko built from AMDGPU_SRC; "" if none. */
 const char *kfdp_amdgpu_built_srcversion(void)
 {
 	return KFDP_AMDGPU_SRCVERSION;
+}
+
+/*
+ * The amdkfd definitions that differ from the reviewed ones, when the
+ * operator built with KFDP_ALLOW_UNREVIEWED_AMDKFD=1; "" normally.
+ */
+const char *kfdp_amdkfd_unreviewed(void)
+{
+	return KFDP_AMDKFD_UNREVIEWED;
+}
+
+/*
+ * srcversion is an extra check where both sides have one; distribution
+ * kernels build amdgpu without (no CONFIG_MODULE_SRCVERSION_ALL, no
+ * MODULE_VERSION), and then the structural checks decide alone.
+ */
+bool kfdp_srcversion_accepts(const char *running, const char *built)
+{
+	if (!running || !*running || !built || !*built)
+		return true;
+	return !strcmp(running, built);
 }

@@ -82,5 +82,6 @@ int kfdp_freeze(struct kfdp_target *t, __u32 gpu_id, bool thaw,
 
 /* Identity of the amdgpu.ko the glue was built against (kfdp_glue.c). */
 const char *kfdp_amdgpu_built_srcversion(void);
+const char *kfdp_amdkfd_unreviewed(void);
 
 #endif /* KFDP_GLUE_H */

@@ -32,5 +32,7 @@ struct kfdp_target {
 
 struct kfd_process_device *kfdp_pdd_by_gpu_id(struct kfd_process *p,
 					      u32 gpu_id);
+bool kfdp_srcversion_accepts(const char *running, const char *built);
+int kfdp_check_layout(struct kfd_process *p, const struct module *owner);
 
 #endif /* KFDP_GLUE_PRIV_H */

@@ -233,6 +233,69 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
 }
 
 /*
+ * B1 (Documentation/design.rst, "Hazards"): update_queue() returned -EACCES
+ * after its unmap, because a queue of the trigger's process was reset
+ * during that unmap (unmap_queues_cpsch, reset_hung_queues), and amdkfd
+ * skipped the map: the node has no runlist. Map it again through a queue
+ * of any process of the node that has no reset queue, not only those of
+ * the batch. Such a process is not pinned by us: under dqm_lock, which
+ * proves it registered, mm_users keeps kfd's teardown (which runs without
+ * p->mutex) from starting and a trylocked p->mutex keeps its queues from
+ * being destroyed; trylock, because kfd's order is p->mutex, then dqm_lock.
+ * Returns -ENOENT if the node has no such process: then amdkfd itself can
+ * map nothing either until a process is restored or created.
+ */
+static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
+				struct kfdp_glue_result *res)
+{
+	struct device_process_node *cur;
+	struct queue *trigger = NULL;
+	struct kfd_process *p = NULL;
+	struct mm_struct *mm = NULL;
+	u64 t0;
+	int r;
+
+	dqm_lock(dqm);
+	list_for_each_entry(cur, &dqm->queues, list) {
+		struct kfd_process_device *pdd = qpd_to_pdd(cur->qpd);
+		struct queue *q, *found = NULL;
+
+		if (pdd->has_reset_queue)
+			continue;
+		list_for_each_entry(q, &cur->qpd->queues_list, list) {
+			if (q->mqd && !q->needs_mqd_repin &&
+			    !q->properties.is_being_destroyed) {
+				found = q;
+				break;
+			}
+		}
+		if (!found)
+			continue;
+		p = pdd->process;
+		mm = READ_ONCE(p->mm);
+		if (!mm || !mmget_not_zero(mm))
+			continue;
+		if (!mutex_trylock(&p->mutex)) {
+			mmput_async(mm);
+			continue;
+		}
+		trigger = found;
+		break;
+	}
+	dqm_unlock(dqm);
+	if (!trigger)
+		return -ENOENT;
+
+	t0 = ktime_get_ns();
+	r = dqm->ops.update_queue(dqm, trigger, NULL);
+	res->elapsed_ns += ktime_get_ns() - t0;
+	res->runlist_updates++;
+	mutex_unlock(&p->mutex);
+	mmput_async(mm);
+	return r;
+}
+
+/*
  * HWS: one update_queue() for the whole node. Any queue of the node serves
  * as the trigger; it is taken from the batch, trylocking first so that a
  * tenant busy in its own ioctls does not delay the batch.
@@ -241,7 +304,6 @@ static void kfdp_trigger_node(struct device_queue_manager *dqm,
 			      struct kfdp_glue_item *items, u32 n,
 			      struct kfdp_glue_result *res)
 {
-	struct kfd_process_device *failed_pdd = NULL;
 	int r = -ENOENT;
 	int pass;
 	u32 i;
@@ -251,22 +313,16 @@ static void kfdp_trigger_node(struct device_queue_manager *dqm,
 			struct kfdp_glue_item *it = &items[i];
 
 			if (!(it->state & KFDP_ITEM_RESOLVED) || it->status < 0 ||
-			    kfdp_item_dqm(it) != dqm || it->pdd == failed_pdd)
+			    kfdp_item_dqm(it) != dqm)
 				continue;
 			r = kfdp_update_one(dqm, it, pass == 1, res);
-			if (r == -EACCES && !failed_pdd) {
-				/*
-				 * That pdd had a queue reset meanwhile and the
-				 * runlist was left unmapped: retry once from
-				 * another process.
-				 */
-				failed_pdd = it->pdd;
-				continue;
-			}
 			if (r != -ENOENT)
 				break;
 		}
 	}
+	/* The unmap happened, the map did not: never leave the node so. */
+	if (r == -EACCES)
+		r = kfdp_trigger_healthy(dqm, res) == 0 ? 0 : -EIO;
 
 	for (i = 0; i < n; i++) {
 		struct kfdp_glue_item *it = &items[i];
@@ -531,9 +587,14 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 	/* qpd->evicted nests with amdkfd's own evictions; we keep it paired. */
 	t0 = ktime_get_ns();
 	if (thaw) {
-		/* A failed restore leaves qpd->evicted as it was. */
+		/*
+		 * B2: one restore consumes one freeze, whatever it returns.
+		 * restore_process_queues_cpsch() drops qpd->evicted before it
+		 * reports a failed runlist, so a retry would consume an
+		 * eviction amdkfd holds (GPU reset, TTM).
+		 */
 		r = dqm->ops.restore_process_queues(dqm, &pdd->qpd);
-		*applied = !r;
+		*applied = true;
 	} else {
 		/* Evict counts the eviction even if the unmap then fails. */
 		r = dqm->ops.evict_process_queues(dqm, &pdd->qpd);

@@ -154,6 +154,8 @@ static struct fake_node *fake_node(struct kunit *test, bool mes)
 	f->dqm.sched_running = true;
 	mutex_init(&f->dqm.lock_hidden);
 	init_waitqueue_head(&f->dqm.destroy_wait);
+	/* No process is registered: the -EACCES fallback finds none. */
+	INIT_LIST_HEAD(&f->dqm.queues);
 	f->dqm.ops.update_queue = fake_update_queue;
 	f->dqm.ops.evict_process_queues = fake_evict;
 	f->dqm.ops.restore_process_queues = fake_restore;
@@ -423,28 +425,6 @@ static void kfdp_mes_one_call_per_queue(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, f->counters_ok);
 }
 
-/* update_queue's -EACCES leaves the runlist unmapped: retry from another pdd. */
-static void kfdp_trigger_fallback_on_eacces(struct kunit *test)
-{
-	struct fake_node *f = fake_node(test, false);
-	struct fake_proc *procs[2] = { fake_proc(test, f, 1, 1), fake_proc(test, f, 1, 1) };
-	struct kfdp_glue_result res;
-	struct kfdp_glue_item *it;
-	u32 n;
-
-	it = items_for(test, procs, 2, false, &n);
-	f->fail_next = -EACCES;
-	apply(KFDP_GLUE_PREEMPT, it, n, &res);
-	KUNIT_EXPECT_EQ(test, 2, res.runlist_updates);
-	KUNIT_EXPECT_EQ(test, 0, it[0].status);
-	KUNIT_EXPECT_EQ(test, 0, it[1].status);
-
-	/* A hang: the marks are kept and reported as EIO. */
-	f->fail_next = -ETIME;
-	apply(KFDP_GLUE_RESUME, it, 1, &res);
-	KUNIT_EXPECT_EQ(test, -EIO, it[0].status);
-}
-
 static void kfdp_already_external_and_others(struct kunit *test)
 {
 	struct fake_node *f = fake_node(test, false);
@@ -545,7 +525,6 @@ static struct kunit_case kfdp_queues_cases[] = {
 	KUNIT_CASE(kfdp_evicted_deferred),
 	KUNIT_CASE(kfdp_debugged_busy),
 	KUNIT_CASE(kfdp_mes_one_call_per_queue),
-	KUNIT_CASE(kfdp_trigger_fallback_on_eacces),
 	KUNIT_CASE(kfdp_already_external_and_others),
 	KUNIT_CASE(kfdp_validate_only_changes_nothing),
 	KUNIT_CASE(kfdp_freeze_nests_with_eviction),

@@ -24,11 +24,51 @@ static int kfdp_check_amdgpu_identity(const struct module *owner)
 {
 	const char *built = kfdp_amdgpu_built_srcversion();
 
-	if (owner->srcversion && !strcmp(owner->srcversion, built))
+	if (kfdp_srcversion_accepts(owner->srcversion, built))
 		return 0;
 	pr_warn_ratelimited("kfd_preempt: refusing /dev/kfd of amdgpu srcversion %s: built against amdgpu srcversion %s; rebuild kfd_preempt against the running amdgpu's source\n",
-			    owner->srcversion ?: "(none)", built);
+			    owner->srcversion, built);
 	return -EINVAL;
+}
+
+/* A pointer the slab (kmalloc) would have returned: amdkfd allocates these so. */
+static bool kfdp_plausible(const void *ptr)
+{
+	return ptr && virt_addr_valid(ptr);
+}
+
+/*
+ * Structural invariants of amdkfd's objects that a struct layout other than
+ * the one compiled in breaks (Documentation/design.rst, "amdgpu identity"):
+ * checked before the glue writes anything, and before it follows a pointer
+ * it has not proved plausible. @owner is the amdgpu module that owns the
+ * /dev/kfd file, or NULL (the KUnit suites) to skip the ops check.
+ */
+int kfdp_check_layout(struct kfd_process *p, const struct module *owner)
+{
+	u32 i;
+
+	if (!kfdp_plausible(p) || p->n_pdds > MAX_GPU_INSTANCE)
+		return -EINVAL;
+	for (i = 0; i < p->n_pdds; i++) {
+		struct kfd_process_device *pdd = p->pdds[i];
+		struct device_queue_manager *dqm;
+
+		if (!kfdp_plausible(pdd) || pdd->process != p ||
+		    !kfdp_plausible(pdd->dev))
+			return -EINVAL;
+		dqm = pdd->dev->dqm;
+		if (!kfdp_plausible(dqm) || dqm->dev != pdd->dev ||
+		    pdd->qpd.dqm != dqm)
+			return -EINVAL;
+		/* The ops the glue calls are amdgpu's own functions. */
+		if (owner &&
+		    (!within_module((unsigned long)dqm->ops.update_queue, owner) ||
+		     !within_module((unsigned long)dqm->ops.evict_process_queues, owner) ||
+		     !within_module((unsigned long)dqm->ops.restore_process_queues, owner)))
+			return -EINVAL;
+	}
+	return 0;
 }
 
 /*
@@ -67,6 +107,11 @@ static int kfdp_target_pin(struct file *f, struct kfdp_target **out)
 
 	if (!p)
 		return -ENOENT;
+	r = kfdp_check_layout(p, owner);
+	if (r) {
+		pr_warn_ratelimited("kfd_preempt: refusing /dev/kfd: amdkfd's objects do not have the layout this module was built for; rebuild it against the running amdgpu's source\n");
+		return r;
+	}
 	/* Secondary contexts are refused, as amdkfd's debugger does. */
 	if (p->context_id != KFD_CONTEXT_ID_PRIMARY)
 		return -EINVAL;

@@ -1,0 +1,668 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit: kfd_preempt's glue driving amdkfd's own device queue manager on an
+ * emulated MI300 HWS. Processes and queues are created through amdkfd's
+ * functions; PREEMPT, RESUME, FREEZE and THAW go through the glue's
+ * kfdp_apply()/kfdp_freeze(); every assertion is on what amdkfd's state
+ * says and what the emulated firmware was sent (emu_hws.c): one
+ * UNMAP_QUEUES and one RUN_LIST per node per batch, preempted MQDs absent
+ * from the runlist and every other active queue present, amdkfd's counters
+ * equal to its active queues, MQD bytes unchanged.
+ */
+
+#include <kunit/test.h>
+#include <linux/slab.h>
+
+#include <linux/kfd_preempt.h>
+
+#include "emu.h"
+#include "v9_structs.h"
+
+#define GPU_A 0xa300
+#define GPU_B 0xb300
+
+struct emu_snap {
+	unsigned int unmaps, runlists, query_status;
+};
+
+static struct emu_snap snap(struct emu_node *en)
+{
+	return (struct emu_snap){
+		.unmaps = en->hws.unmaps,
+		.runlists = en->hws.runlists,
+		.query_status = en->hws.query_status,
+	};
+}
+
+static void node_release(void *data)
+{
+	emu_node_destroy(data);
+}
+
+static struct emu_node *node(struct kunit *test, u32 gpu_id)
+{
+	struct emu_node *en = emu_node_create(gpu_id, 0x1);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(en), "node bring-up: %ld", PTR_ERR(en));
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, node_release, en));
+	/* amdkfd's own start: SET_RESOURCES, no runlist (no process yet). */
+	KUNIT_EXPECT_EQ(test, 1, en->hws.hiq_loads);
+	KUNIT_EXPECT_EQ(test, 1, en->hws.set_resources);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.runlists);
+	return en;
+}
+
+static void proc_release(void *data)
+{
+	emu_proc_destroy(data);
+}
+
+static struct emu_proc *proc(struct kunit *test, struct emu_node *en, u16 pasid, int nq)
+{
+	struct emu_proc *ep = emu_proc_create(en, pasid);
+	int i;
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(ep));
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, proc_release, ep));
+	for (i = 0; i < nq; i++)
+		KUNIT_ASSERT_EQ(test, 0, emu_queue_create(ep, i));
+	return ep;
+}
+
+/*
+ * The invariants after every call: amdkfd's counters equal its active
+ * queues, and the firmware runs exactly the active queues (or nothing,
+ * when @mapped is false).
+ */
+static void expect_consistent(struct kunit *test, struct emu_node *en, bool mapped)
+{
+	struct device_queue_manager *dqm = en->node.dqm;
+	unsigned int active = emu_count_active(en);
+	struct device_process_node *cur;
+	struct queue *q;
+
+	KUNIT_EXPECT_EQ(test, active, dqm->active_queue_count);
+	KUNIT_EXPECT_EQ(test, active, dqm->active_cp_queue_count);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
+	KUNIT_EXPECT_EQ(test, mapped && active, en->hws.runlist_active);
+	KUNIT_EXPECT_EQ(test, mapped ? active : 0, en->hws.n_mapped);
+	dqm_lock(dqm);
+	list_for_each_entry(cur, &dqm->queues, list)
+		list_for_each_entry(q, &cur->qpd->queues_list, list)
+			KUNIT_EXPECT_EQ_MSG(test, mapped && q->properties.is_active,
+					    emu_hws_is_mapped(en, q), "queue %u",
+					    q->properties.queue_id);
+	dqm_unlock(dqm);
+}
+
+/* Items for queues @first..@first+@count-1 of each of @procs. */
+static struct kfdp_glue_item *items(struct kunit *test, struct emu_proc **procs, int np,
+				    int first, int count, u32 *n)
+{
+	struct kfdp_glue_item *it = kunit_kcalloc(test, np * count, sizeof(*it), GFP_KERNEL);
+	int i, j, k = 0;
+
+	KUNIT_ASSERT_NOT_NULL(test, it);
+	for (i = 0; i < np; i++)
+		for (j = first; j < first + count; j++, k++) {
+			it[k].target = &procs[i]->t;
+			it[k].gpu_id = procs[i]->pdd->user_gpu_id;
+			it[k].queue_id = j;
+		}
+	*n = k;
+	return it;
+}
+
+/* The glue call, and what the engine does with `marked`. */
+static void apply(u32 op, struct kfdp_glue_item *it, u32 n, struct kfdp_glue_result *res)
+{
+	u32 i;
+
+	kfdp_apply(op, false, it, n, res);
+	for (i = 0; i < n; i++)
+		it[i].flags = it[i].marked ? KFDP_GLUE_ITEM_OWNED : 0;
+}
+
+static void expect_status(struct kunit *test, struct kfdp_glue_item *it, u32 n, int status)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		KUNIT_EXPECT_EQ_MSG(test, status, it[i].status, "item %u", i);
+}
+
+static void hws_starts_with_runlist(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *a = proc(test, en, 1, 4);
+
+	/* Each create_queue ran execute_queues_cpsch: the firmware runs all four. */
+	KUNIT_EXPECT_EQ(test, 4, en->hws.runlists);
+	KUNIT_EXPECT_EQ(test, 4, en->hws.map_process);	/* one process per runlist */
+	KUNIT_EXPECT_EQ(test, 4, en->node.dqm->active_queue_count);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, a->q[3]));
+	expect_consistent(test, en, true);
+}
+
+/* 8 of 16 queues over 4 processes: one unmap and one runlist, both ways. */
+static void hws_batch_costs_one_cycle(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[4];
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	struct emu_snap s;
+	u32 n;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		procs[i] = proc(test, en, i + 1, 4);
+	it = items(test, procs, 4, 1, 2, &n);
+	KUNIT_ASSERT_EQ(test, 8, n);
+
+	s = snap(en);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, s.unmaps + 1, en->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, s.runlists + 1, en->hws.runlists);
+	KUNIT_EXPECT_EQ(test, 8, en->hws.n_mapped);
+	for (i = 0; i < 4; i++) {
+		KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[i]->q[0]));
+		KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[i]->q[1]));
+		KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[i]->q[2]));
+		KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[i]->q[3]));
+		KUNIT_EXPECT_TRUE(test, procs[i]->q[1]->properties.is_suspended);
+	}
+	expect_consistent(test, en, true);
+
+	s = snap(en);
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, s.unmaps + 1, en->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, s.runlists + 1, en->hws.runlists);
+	KUNIT_EXPECT_EQ(test, 16, en->hws.n_mapped);
+	for (i = 0; i < 4; i++)
+		KUNIT_EXPECT_FALSE(test, procs[i]->q[1]->properties.is_suspended);
+	expect_consistent(test, en, true);
+}
+
+/* A batch over two nodes: one cycle on each, none twice. */
+static void hws_batch_over_two_nodes(struct kunit *test)
+{
+	struct emu_node *a = node(test, GPU_A), *b = node(test, GPU_B);
+	struct emu_proc *procs[3] = { proc(test, a, 1, 3), proc(test, b, 2, 3), proc(test, a, 3, 2) };
+	struct emu_snap sa = snap(a), sb = snap(b);
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 3, 0, 2, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 2, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, sa.unmaps + 1, a->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, sa.runlists + 1, a->hws.runlists);
+	KUNIT_EXPECT_EQ(test, sb.unmaps + 1, b->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, sb.runlists + 1, b->hws.runlists);
+	KUNIT_EXPECT_EQ(test, 1, a->hws.n_mapped);	/* procs[0]->q[2] */
+	KUNIT_EXPECT_EQ(test, 1, b->hws.n_mapped);	/* procs[1]->q[2] */
+	expect_consistent(test, a, true);
+	expect_consistent(test, b, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 5, a->hws.n_mapped);
+	KUNIT_EXPECT_EQ(test, 3, b->hws.n_mapped);
+	expect_consistent(test, a, true);
+	expect_consistent(test, b, true);
+}
+
+/*
+ * The MQD and CWSR state of a preempted queue survive: amdkfd never frees
+ * or rewrites them while the mark is held, and a resume maps the same MQD.
+ */
+static void hws_mqd_preserved(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 4) };
+	struct v9_mqd *before[4];
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u64 addr[4];
+	u32 n, i;
+
+	for (i = 0; i < 4; i++) {
+		before[i] = kunit_kmalloc(test, sizeof(struct v9_mqd), GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, before[i]);
+		memcpy(before[i], procs[0]->q[i]->mqd, sizeof(struct v9_mqd));
+		addr[i] = procs[0]->q[i]->gart_mqd_addr;
+	}
+	it = items(test, procs, 1, 0, 4, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	for (i = 0; i < 4; i++) {
+		struct v9_mqd *m = procs[0]->q[i]->mqd;
+
+		KUNIT_EXPECT_EQ(test, addr[i], procs[0]->q[i]->gart_mqd_addr);
+		KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[i]));
+		/* The CWSR save area and control stack the CP restores from. */
+		KUNIT_EXPECT_EQ(test, before[i]->cp_hqd_ctx_save_base_addr_lo,
+				m->cp_hqd_ctx_save_base_addr_lo);
+		KUNIT_EXPECT_EQ(test, before[i]->cp_hqd_ctx_save_base_addr_hi,
+				m->cp_hqd_ctx_save_base_addr_hi);
+		KUNIT_EXPECT_EQ(test, before[i]->cp_hqd_cntl_stack_size, m->cp_hqd_cntl_stack_size);
+		KUNIT_EXPECT_EQ(test, before[i]->cp_hqd_wg_state_offset, m->cp_hqd_wg_state_offset);
+		/* Nothing else either: the trigger's update_mqd rewrote the same values. */
+		KUNIT_EXPECT_MEMEQ(test, before[i], m, sizeof(struct v9_mqd));
+	}
+	expect_consistent(test, en, true);
+}
+
+/* The tenant's own UPDATE_QUEUE rebuilds the runlist but cannot undo a preemption. */
+static void hws_tenant_update_keeps_preemption(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	struct emu_snap s;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+
+	s = snap(en);
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_set_percent(procs[0], 0, 50));
+	KUNIT_EXPECT_EQ(test, s.runlists + 1, en->hws.runlists);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	KUNIT_EXPECT_FALSE(test, procs[0]->q[0]->properties.is_active);
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
+}
+
+/* The tenant destroys a preempted queue: amdkfd frees it; RESUME says ENOENT. */
+static void hws_destroy_while_preempted(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 3) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 1, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_destroy(procs[0], 1));
+	KUNIT_EXPECT_EQ(test, 2, en->node.dqm->total_queue_count);
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, -ENOENT);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+	expect_consistent(test, en, true);
+}
+
+/* FREEZE is amdkfd's nesting eviction; a preemption stays in force across THAW. */
+static void hws_freeze_thaw(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[2] = { proc(test, en, 1, 3), proc(test, en, 2, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	bool applied;
+	u64 ns;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&procs[0]->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 1, procs[0]->pdd->qpd.evicted);
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);	/* procs[1] only */
+	expect_consistent(test, en, true);
+
+	/* amdkfd's own eviction nests (TTM, userptr). */
+	KUNIT_EXPECT_EQ(test, 0, en->node.dqm->ops.evict_process_queues(en->node.dqm,
+									 &procs[0]->pdd->qpd));
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&procs[0]->t, GPU_A, true, &ns, &applied));
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 1, procs[0]->pdd->qpd.evicted);
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	KUNIT_EXPECT_EQ(test, 0, en->node.dqm->ops.restore_process_queues(en->node.dqm,
+									   &procs[0]->pdd->qpd));
+	/* Restored, except the queue we hold. */
+	KUNIT_EXPECT_EQ(test, 4, en->hws.n_mapped);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 5, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/*
+ * The unmap fence never comes (a hung HWS): amdkfd's own hang path runs.
+ * The glue reports EIO, keeps its marks, and refuses to take more off a
+ * node about to be reset; after the reset the runlist honours the marks.
+ */
+static void hws_lost_fence(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 3) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it, *more;
+	u32 n, m;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	more = items(test, procs, 1, 1, 1, &m);
+	en->hws.drop_next_fence = true;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, -EIO);
+	KUNIT_EXPECT_TRUE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 1, en->gpu_resets);
+	KUNIT_EXPECT_TRUE(test, procs[0]->pdd->has_reset_queue);
+	/* Counters still exact: the mark's decrement stands. */
+	KUNIT_EXPECT_EQ(test, emu_count_active(en), en->node.dqm->active_queue_count);
+
+	apply(KFDP_GLUE_PREEMPT, more, m, &res);
+	expect_status(test, more, m, -EIO);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+
+	/* amdgpu resets the GPU: the firmware restarts and gets the runlist. */
+	KUNIT_EXPECT_EQ(test, 0, emu_node_reset(en));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
+	KUNIT_EXPECT_EQ(test, emu_count_active(en), en->node.dqm->active_queue_count);
+}
+
+/*
+ * B1: a queue of the trigger's process ignores preemption during our own
+ * unmap. amdkfd resets it and update_queue() returns -EACCES without
+ * mapping anything. The glue must not leave the node without a runlist:
+ * another process's queues must run again.
+ */
+static void hws_queue_reset_during_unmap(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *victim = proc(test, en, 1, 2), *other = proc(test, en, 2, 2);
+	struct emu_proc *procs[1] = { victim };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	en->hws.fail_next_unmap_doorbell = victim->q[1]->properties.doorbell_off;
+	en->hws.hung_queue_address = victim->q[1]->properties.queue_address;
+	en->hws.hung_pipe = 0;
+	en->hws.hung_queue = 2;	/* the first slot KFD may use */
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+
+	KUNIT_EXPECT_EQ(test, 1, en->reset_events);
+	KUNIT_EXPECT_EQ(test, 0, en->gpu_resets);
+	KUNIT_EXPECT_TRUE(test, victim->q[1]->properties.is_reset);
+	KUNIT_EXPECT_TRUE(test, it[0].marked);
+	expect_status(test, it, n, 0);
+	/* The other tenant runs again, the reset queue does not. */
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, other->q[0]));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, other->q[1]));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, victim->q[0]));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, victim->q[1]));
+	expect_consistent(test, en, true);
+}
+
+/*
+ * B1 with no other process on the node: nothing can map it (amdkfd's own
+ * update_queue refuses every process with a reset queue), so the glue
+ * says EIO rather than success, and amdkfd's state stays exact.
+ */
+static void hws_queue_reset_alone(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *victim = proc(test, en, 1, 3);
+	struct emu_proc *procs[1] = { victim };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	en->hws.fail_next_unmap_doorbell = victim->q[1]->properties.doorbell_off;
+	en->hws.hung_queue_address = victim->q[1]->properties.queue_address;
+	en->hws.hung_pipe = 0;
+	en->hws.hung_queue = 2;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+
+	KUNIT_EXPECT_TRUE(test, victim->q[1]->properties.is_reset);
+	expect_status(test, it, n, -EIO);
+	KUNIT_EXPECT_TRUE(test, it[0].marked);
+	expect_consistent(test, en, false);
+}
+
+/*
+ * B2: a THAW whose restore fails. amdkfd has already dropped the eviction
+ * count (restore_process_queues_cpsch sets evicted = 0 before it returns
+ * the error), so the glue must report the freeze consumed, never to be
+ * retried: a retry would consume an eviction amdkfd holds.
+ */
+static void hws_failed_thaw_consumes_freeze(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	bool applied;
+	u64 ns;
+	int r;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&procs[0]->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 1, procs[0]->pdd->qpd.evicted);
+	emu_mem_fail_next(1);	/* the runlist IB */
+	r = kfdp_freeze(&procs[0]->t, GPU_A, true, &ns, &applied);
+	KUNIT_EXPECT_LT(test, r, 0);
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 0, procs[0]->pdd->qpd.evicted);
+	KUNIT_EXPECT_EQ(test, emu_count_active(en), en->node.dqm->active_queue_count);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
+}
+
+/* The debugger's suspend/resume path resumes a queue behind us: EXTERNAL. */
+static void hws_external_resume(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	/* What resume_single_queue() does before its own update (dqm.c). */
+	procs[0]->q[0]->properties.is_suspended = false;
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_set_percent(procs[0], 0, 100));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, KFDP_R_EXTERNAL);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	expect_consistent(test, en, true);
+}
+
+/* A queue created while its process is frozen is held back until THAW. */
+static void hws_queue_created_while_frozen(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *ep = proc(test, en, 1, 1);
+	bool applied;
+	u64 ns;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&ep->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_create(ep, 1));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, ep->q[1]));
+	expect_consistent(test, en, true);
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&ep->t, GPU_A, true, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/* More processes than a quantum holds: amdkfd chains the runlist; marks still hold. */
+static void hws_oversubscribed(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[14];
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+	int i;
+
+	for (i = 0; i < 14; i++)
+		procs[i] = proc(test, en, i + 1, 2);
+	KUNIT_EXPECT_GT(test, en->hws.chained, 0);
+	it = items(test, procs, 14, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 14, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 28, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/*
+ * The identity gate's structural checks accept amdkfd's own objects, whose
+ * dqm->ops lie in the module that compiled amdkfd (here, this one), and
+ * refuse each broken invariant.
+ */
+static void layout_checks(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *ep = proc(test, en, 1, 1);
+	struct device_queue_manager *dqm = en->node.dqm;
+	int (*update)(struct device_queue_manager *, struct queue *, struct mqd_update_info *);
+	struct kfd_node *dev;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_check_layout(ep->p, THIS_MODULE));
+
+	ep->pdd->process = NULL;
+	KUNIT_EXPECT_EQ(test, -EINVAL, kfdp_check_layout(ep->p, THIS_MODULE));
+	ep->pdd->process = ep->p;
+
+	dev = dqm->dev;
+	dqm->dev = NULL;
+	KUNIT_EXPECT_EQ(test, -EINVAL, kfdp_check_layout(ep->p, THIS_MODULE));
+	dqm->dev = dev;
+
+	ep->p->n_pdds = MAX_GPU_INSTANCE + 1;
+	KUNIT_EXPECT_EQ(test, -EINVAL, kfdp_check_layout(ep->p, THIS_MODULE));
+	ep->p->n_pdds = 1;
+
+	/* An op outside the module that owns /dev/kfd: a layout mismatch. */
+	update = dqm->ops.update_queue;
+	dqm->ops.update_queue = (void *)kfree;
+	KUNIT_EXPECT_EQ(test, -EINVAL, kfdp_check_layout(ep->p, THIS_MODULE));
+	dqm->ops.update_queue = update;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_check_layout(ep->p, THIS_MODULE));
+}
+
+/* srcversion decides only where both amdgpu.ko files have one. */
+static void srcversion_is_an_extra_check(struct kunit *test)
+{
+	KUNIT_EXPECT_TRUE(test, kfdp_srcversion_accepts("0A1B", "0A1B"));
+	KUNIT_EXPECT_FALSE(test, kfdp_srcversion_accepts("0A1B", "0A1C"));
+	KUNIT_EXPECT_TRUE(test, kfdp_srcversion_accepts(NULL, "0A1B"));
+	KUNIT_EXPECT_TRUE(test, kfdp_srcversion_accepts("", "0A1B"));
+	KUNIT_EXPECT_TRUE(test, kfdp_srcversion_accepts("0A1B", ""));
+	/* This build was made from reviewed amdkfd sources. */
+	KUNIT_EXPECT_STREQ(test, "", kfdp_amdkfd_unreviewed());
+}
+
+struct emu_leak_check {
+	struct kunit *test;
+	unsigned int live;
+};
+
+/* Runs last: every buffer amdkfd allocated was freed by its own teardown. */
+static void emu_leak_check(void *data)
+{
+	struct emu_leak_check *c = data;
+
+	KUNIT_EXPECT_EQ_MSG(c->test, c->live, emu_mem_live(), "fake GART buffers leaked");
+	/* Free them anyway, so that the next case starts clean. */
+	if (c->live == 0)
+		emu_mem_cleanup();
+}
+
+static int emu_test_init(struct kunit *test)
+{
+	struct emu_leak_check *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+
+	if (!c)
+		return -ENOMEM;
+	c->test = test;
+	c->live = emu_mem_live();
+	/* Registered first, so it runs after every node and process is gone. */
+	return kunit_add_action_or_reset(test, emu_leak_check, c);
+}
+
+static struct kunit_case kfdp_amdkfd_hws_cases[] = {
+	KUNIT_CASE(hws_starts_with_runlist),
+	KUNIT_CASE(hws_batch_costs_one_cycle),
+	KUNIT_CASE(hws_batch_over_two_nodes),
+	KUNIT_CASE(hws_mqd_preserved),
+	KUNIT_CASE(hws_tenant_update_keeps_preemption),
+	KUNIT_CASE(hws_destroy_while_preempted),
+	KUNIT_CASE(hws_freeze_thaw),
+	KUNIT_CASE(hws_queue_created_while_frozen),
+	KUNIT_CASE(hws_external_resume),
+	KUNIT_CASE(hws_oversubscribed),
+	{}
+};
+
+static struct kunit_case kfdp_amdkfd_faults_cases[] = {
+	KUNIT_CASE(hws_lost_fence),
+	KUNIT_CASE(hws_queue_reset_during_unmap),
+	KUNIT_CASE(hws_queue_reset_alone),
+	KUNIT_CASE(hws_failed_thaw_consumes_freeze),
+	{}
+};
+
+static struct kunit_case kfdp_amdkfd_identity_cases[] = {
+	KUNIT_CASE(layout_checks),
+	KUNIT_CASE(srcversion_is_an_extra_check),
+	{}
+};
+
+static struct kunit_suite kfdp_amdkfd_hws_suite = {
+	.name = "kfdp_amdkfd_hws",
+	.init = emu_test_init,
+	.test_cases = kfdp_amdkfd_hws_cases,
+};
+
+static struct kunit_suite kfdp_amdkfd_faults_suite = {
+	.name = "kfdp_amdkfd_faults",
+	.init = emu_test_init,
+	.test_cases = kfdp_amdkfd_faults_cases,
+};
+
+static struct kunit_suite kfdp_amdkfd_identity_suite = {
+	.name = "kfdp_amdkfd_identity",
+	.init = emu_test_init,
+	.test_cases = kfdp_amdkfd_identity_cases,
+};
+
+kunit_test_suites(&kfdp_amdkfd_hws_suite, &kfdp_amdkfd_faults_suite,
+		  &kfdp_amdkfd_identity_suite);
