@@ -89,6 +89,19 @@ struct KfdPreemptModule {
     /// Present with `sim_nodes=N`, N > 0.
     _sim: Option<Pin<KBox<SimParts>>>,
     _debugfs: Dir,
+    /// Last: dropped once no owner can reach the glue any more.
+    _nodes: GlueNodes,
+}
+
+/// The glue's per-node state (`glue/kfdp_nodes.c`), released at unload.
+struct GlueNodes;
+
+impl Drop for GlueNodes {
+    fn drop(&mut self) {
+        // SAFETY: Called once, at module exit, after the misc device (the only
+        // way into the glue) is gone.
+        unsafe { glue::kfdp_nodes_forget() };
+    }
 }
 
 /// What exists only with simulated nodes: the tenant device and the debugfs
@@ -168,6 +181,7 @@ impl kernel::InPlaceModule for KfdPreemptModule {
                 name: c"kfd_preempt",
             }),
             _debugfs: debugfs,
+            _nodes: GlueNodes,
         })
     }
 }

@@ -35,4 +35,11 @@ struct kfd_process_device *kfdp_pdd_by_gpu_id(struct kfd_process *p,
 bool kfdp_srcversion_accepts(const char *running, const char *built);
 int kfdp_check_layout(struct kfd_process *p, const struct module *owner);
 
+/* Per-node state between calls (kfdp_nodes.c). */
+extern unsigned int kfdp_min_preempt_interval_us;
+int kfdp_node_claim(u32 gpu_id, unsigned long *prev);
+void kfdp_node_unclaim(u32 gpu_id, unsigned long prev);
+void kfdp_node_set_deferred(u32 gpu_id, bool deferred);
+bool kfdp_node_deferred(u32 gpu_id);
+
 #endif /* KFDP_GLUE_PRIV_H */

@@ -78,9 +78,12 @@ static struct device_queue_manager *kfdp_item_dqm(struct kfdp_glue_item *it)
 	return ((struct kfd_process_device *)it->pdd)->dev->dqm;
 }
 
-/* Called with dqm_lock held. */
+/*
+ * Called with dqm_lock held. @pending: a PREEMPT of this node was DEFERRED
+ * and no trigger has run since, so marks of ours may still be mapped.
+ */
 static void kfdp_mark(struct device_queue_manager *dqm,
-		      struct kfdp_glue_item *it, bool dry_run)
+		      struct kfdp_glue_item *it, bool dry_run, bool pending)
 {
 	struct kfd_process_device *pdd = it->pdd;
 	bool owned = it->flags & KFDP_GLUE_ITEM_OWNED;
@@ -99,6 +102,19 @@ static void kfdp_mark(struct device_queue_manager *dqm,
 		/* Ours: nothing to do. Anyone else's: the debugger, or another owner. */
 		it->status = owned ? KFDP_R_ALREADY : -EBUSY;
 		it->marked = owned;
+		if (!owned || dry_run)
+			return;
+		/*
+		 * B4: ours, but an earlier trigger was DEFERRED. On MES a queue
+		 * still active was never removed; on HWS the node's runlist may
+		 * still hold it. Trigger again.
+		 */
+		if (kfdp_node_uses_mes(dqm)) {
+			if (q->properties.is_active)
+				it->state |= KFDP_ITEM_NEEDS_CALL;
+		} else if (pending) {
+			it->state |= KFDP_ITEM_NEEDS_TRIGGER;
+		}
 		return;
 	}
 	if (q->properties.is_being_destroyed || pdd->process->debug_trap_enabled) {
@@ -300,9 +316,9 @@ static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
  * as the trigger; it is taken from the batch, trylocking first so that a
  * tenant busy in its own ioctls does not delay the batch.
  */
-static void kfdp_trigger_node(struct device_queue_manager *dqm,
-			      struct kfdp_glue_item *items, u32 n,
-			      struct kfdp_glue_result *res)
+static int kfdp_trigger_node(struct device_queue_manager *dqm,
+			     struct kfdp_glue_item *items, u32 n,
+			     struct kfdp_glue_result *res)
 {
 	int r = -ENOENT;
 	int pass;
@@ -323,6 +339,9 @@ static void kfdp_trigger_node(struct device_queue_manager *dqm,
 	/* The unmap happened, the map did not: never leave the node so. */
 	if (r == -EACCES)
 		r = kfdp_trigger_healthy(dqm, res) == 0 ? 0 : -EIO;
+	/* No queue of the batch can serve (destroyed, S4): any of the node's. */
+	else if (r == -ENOENT)
+		r = kfdp_trigger_healthy(dqm, res);
 
 	for (i = 0; i < n; i++) {
 		struct kfdp_glue_item *it = &items[i];
@@ -335,6 +354,7 @@ static void kfdp_trigger_node(struct device_queue_manager *dqm,
 		else if (r)
 			it->status = -EIO;
 	}
+	return r;
 }
 
 /* MES: one call per queue whose is_active must change. */
@@ -363,12 +383,21 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 			    struct kfdp_glue_item *items, u32 n,
 			    struct kfdp_glue_result *res)
 {
-	bool need_trigger = false;
+	u32 node_id = dqm->dev->id;
+	bool need_trigger = false, need_call = false, claimed = false;
+	unsigned long prev = 0;
+	bool pending = false;
 	int refuse = 0;
 	u32 i;
 
-	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS)
+	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS) {
 		refuse = -EOPNOTSUPP;	/* NO_HWS cannot be driven cross-process */
+	} else if (op == KFDP_GLUE_PREEMPT) {
+		/* The rate limit (kfdp_nodes.c): RESUME is never refused. */
+		refuse = kfdp_node_claim(node_id, &prev);
+		claimed = !refuse;
+		pending = kfdp_node_deferred(node_id);
+	}
 
 	dqm_lock(dqm);
 	/* A hung scheduler is about to be reset: take nothing more off it. */
@@ -385,11 +414,12 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 			it->status = refuse;
 			it->marked = !!(it->flags & KFDP_GLUE_ITEM_OWNED);
 		} else if (op == KFDP_GLUE_PREEMPT) {
-			kfdp_mark(dqm, it, dry_run);
+			kfdp_mark(dqm, it, dry_run, pending);
 		} else {
 			kfdp_unmark(dqm, it, dry_run);
 		}
 		need_trigger |= !!(it->state & KFDP_ITEM_NEEDS_TRIGGER);
+		need_call |= !!(it->state & KFDP_ITEM_NEEDS_CALL);
 	}
 	/*
 	 * Scheduler stopped, halted or hung: start, unhalt or the reset will
@@ -407,8 +437,19 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 	}
 	dqm_unlock(dqm);
 
-	if (need_trigger)
-		kfdp_trigger_node(dqm, items, n, res);
+	/* Only what reaches the hardware counts against the rate limit. */
+	if (claimed && (dry_run || (!need_trigger && !need_call)))
+		kfdp_node_unclaim(node_id, prev);
+
+	if (need_trigger) {
+		int r = kfdp_trigger_node(dqm, items, n, res);
+
+		/* Any runlist built now honours every mark of the node. */
+		if (!r)
+			kfdp_node_set_deferred(node_id, false);
+		else if (r == -ENOENT && op == KFDP_GLUE_PREEMPT)
+			kfdp_node_set_deferred(node_id, true);
+	}
 	kfdp_call_each(dqm, items, n, res);
 }
 
@@ -583,6 +624,14 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS) {
 		r = -EOPNOTSUPP;
 		goto out;
+	}
+	/* An eviction takes the process's queues off the node: rate limited. */
+	if (!thaw) {
+		unsigned long prev;
+
+		r = kfdp_node_claim(pdd->dev->id, &prev);
+		if (r)
+			goto out;
 	}
 	/* qpd->evicted nests with amdkfd's own evictions; we keep it paired. */
 	t0 = ktime_get_ns();

@@ -532,8 +532,27 @@ static struct kunit_case kfdp_queues_cases[] = {
 	{}
 };
 
+static unsigned int kfdp_saved_interval;
+
+/* Every fake node has gpu_id 0: no rate limit, and no state from earlier cases. */
+static int kfdp_queues_init(struct kunit *test)
+{
+	kfdp_saved_interval = kfdp_min_preempt_interval_us;
+	kfdp_min_preempt_interval_us = 0;
+	kfdp_nodes_forget();
+	return 0;
+}
+
+static void kfdp_queues_exit(struct kunit *test)
+{
+	kfdp_nodes_forget();
+	kfdp_min_preempt_interval_us = kfdp_saved_interval;
+}
+
 static struct kunit_suite kfdp_queues_suite = {
 	.name = "kfdp_queues",
+	.init = kfdp_queues_init,
+	.exit = kfdp_queues_exit,
 	.test_cases = kfdp_queues_cases,
 };
 

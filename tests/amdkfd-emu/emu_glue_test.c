@@ -476,8 +476,12 @@ static void hws_failed_thaw_consumes_freeze(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
 }
 
-/* The debugger's suspend/resume path resumes a queue behind us: EXTERNAL. */
-static void hws_external_resume(struct kunit *test)
+/*
+ * The debugger's resume of every suspended queue (amdkfd's own
+ * resume_queues(), as kfd_dbg_trap_disable calls it) resumes ours too:
+ * the runlist maps it, and our RESUME says EXTERNAL and drops the mark.
+ */
+static void hws_debugger_resumes_behind_us(struct kunit *test)
 {
 	struct emu_node *en = node(test, GPU_A);
 	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
@@ -488,14 +492,17 @@ static void hws_external_resume(struct kunit *test)
 	it = items(test, procs, 1, 0, 1, &n);
 	apply(KFDP_GLUE_PREEMPT, it, n, &res);
 	expect_status(test, it, n, 0);
-	/* What resume_single_queue() does before its own update (dqm.c). */
-	procs[0]->q[0]->properties.is_suspended = false;
-	KUNIT_EXPECT_EQ(test, 0, emu_queue_set_percent(procs[0], 0, 100));
+	mutex_lock(&procs[0]->p->mutex);
+	/* It counts every queue it went through, suspended or not. */
+	KUNIT_EXPECT_EQ(test, 2, resume_queues(procs[0]->p, 0, NULL));
+	mutex_unlock(&procs[0]->p->mutex);
 	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
 
 	apply(KFDP_GLUE_RESUME, it, n, &res);
 	expect_status(test, it, n, KFDP_R_EXTERNAL);
 	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
 	expect_consistent(test, en, true);
 }
 
@@ -539,6 +546,101 @@ static void hws_oversubscribed(struct kunit *test)
 	expect_status(test, it, n, 0);
 	KUNIT_EXPECT_EQ(test, 28, en->hws.n_mapped);
 	expect_consistent(test, en, true);
+}
+
+/*
+ * B4: a PREEMPT whose trigger is DEFERRED (here: every queue of the node
+ * awaits its MQD repin, as after S4) keeps its marks while the firmware
+ * still runs the queues. The next PREEMPT of them must trigger, not answer
+ * ALREADY and leave them running.
+ */
+static void hws_deferred_then_preempt_triggers(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	procs[0]->q[0]->needs_mqd_repin = true;
+	procs[0]->q[1]->needs_mqd_repin = true;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, KFDP_R_DEFERRED);
+	KUNIT_EXPECT_TRUE(test, it[0].marked);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));	/* still running */
+
+	procs[0]->q[0]->needs_mqd_repin = false;
+	procs[0]->q[1]->needs_mqd_repin = false;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, KFDP_R_ALREADY);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
+
+	/* Applied: a third PREEMPT costs nothing. */
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, KFDP_R_ALREADY);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	expect_consistent(test, en, true);
+}
+
+/*
+ * The rate limit: a second PREEMPT or FREEZE of a node within
+ * min_preempt_interval_us is refused with EAGAIN and changes nothing;
+ * RESUME and THAW are never refused; another node is not affected.
+ */
+static void hws_rate_limit(struct kunit *test)
+{
+	struct emu_node *a = node(test, GPU_A), *b = node(test, GPU_B);
+	struct emu_proc *pa[1] = { proc(test, a, 1, 2) }, *pb[1] = { proc(test, b, 2, 1) };
+	struct kfdp_glue_item *first, *second, *other;
+	struct kfdp_glue_result res;
+	struct emu_snap s;
+	bool applied;
+	u32 n, m, k;
+	u64 ns;
+
+	kfdp_min_preempt_interval_us = 60 * USEC_PER_SEC;	/* never reached in a test */
+	first = items(test, pa, 1, 0, 1, &n);
+	second = items(test, pa, 1, 1, 1, &m);
+	other = items(test, pb, 1, 0, 1, &k);
+
+	apply(KFDP_GLUE_PREEMPT, first, n, &res);
+	expect_status(test, first, n, 0);
+
+	s = snap(a);
+	apply(KFDP_GLUE_PREEMPT, second, m, &res);
+	expect_status(test, second, m, -EAGAIN);
+	KUNIT_EXPECT_FALSE(test, second[0].marked);
+	KUNIT_EXPECT_FALSE(test, pa[0]->q[1]->properties.is_suspended);
+	KUNIT_EXPECT_EQ(test, s.unmaps, a->hws.unmaps);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(a, pa[0]->q[1]));
+	KUNIT_EXPECT_EQ(test, -EAGAIN, kfdp_freeze(&pa[0]->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_FALSE(test, applied);
+	KUNIT_EXPECT_EQ(test, 0, pa[0]->pdd->qpd.evicted);
+	expect_consistent(test, a, true);
+
+	/* Another node has its own budget. */
+	apply(KFDP_GLUE_PREEMPT, other, k, &res);
+	expect_status(test, other, k, 0);
+
+	/* RESUME is never limited: nothing is held because of the limit. */
+	apply(KFDP_GLUE_RESUME, first, n, &res);
+	expect_status(test, first, n, 0);
+	apply(KFDP_GLUE_RESUME, other, k, &res);
+	expect_status(test, other, k, 0);
+
+	kfdp_min_preempt_interval_us = 0;
+	apply(KFDP_GLUE_PREEMPT, second, m, &res);
+	expect_status(test, second, m, 0);
+	apply(KFDP_GLUE_RESUME, second, m, &res);
+	expect_status(test, second, m, 0);
+	expect_consistent(test, a, true);
+	expect_consistent(test, b, true);
 }
 
 /*
@@ -606,16 +708,36 @@ static void emu_leak_check(void *data)
 		emu_mem_cleanup();
 }
 
+static void emu_restore_interval(void *data)
+{
+	kfdp_nodes_forget();
+	kfdp_min_preempt_interval_us = (uintptr_t)data;
+}
+
+/*
+ * Each case starts with no glue state about any node and, but for the
+ * rate-limit case, no limit: gpu_ids repeat from case to case.
+ */
 static int emu_test_init(struct kunit *test)
 {
 	struct emu_leak_check *c = kunit_kzalloc(test, sizeof(*c), GFP_KERNEL);
+	int r;
 
 	if (!c)
 		return -ENOMEM;
 	c->test = test;
 	c->live = emu_mem_live();
 	/* Registered first, so it runs after every node and process is gone. */
-	return kunit_add_action_or_reset(test, emu_leak_check, c);
+	r = kunit_add_action_or_reset(test, emu_leak_check, c);
+	if (r)
+		return r;
+	r = kunit_add_action_or_reset(test, emu_restore_interval,
+				      (void *)(uintptr_t)kfdp_min_preempt_interval_us);
+	if (r)
+		return r;
+	kfdp_nodes_forget();
+	kfdp_min_preempt_interval_us = 0;
+	return 0;
 }
 
 static struct kunit_case kfdp_amdkfd_hws_cases[] = {
@@ -627,7 +749,7 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_destroy_while_preempted),
 	KUNIT_CASE(hws_freeze_thaw),
 	KUNIT_CASE(hws_queue_created_while_frozen),
-	KUNIT_CASE(hws_external_resume),
+	KUNIT_CASE(hws_debugger_resumes_behind_us),
 	KUNIT_CASE(hws_oversubscribed),
 	{}
 };
@@ -637,6 +759,8 @@ static struct kunit_case kfdp_amdkfd_faults_cases[] = {
 	KUNIT_CASE(hws_queue_reset_during_unmap),
 	KUNIT_CASE(hws_queue_reset_alone),
 	KUNIT_CASE(hws_failed_thaw_consumes_freeze),
+	KUNIT_CASE(hws_deferred_then_preempt_triggers),
+	KUNIT_CASE(hws_rate_limit),
 	{}
 };
 
