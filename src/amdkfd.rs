@@ -65,6 +65,11 @@ impl Backend for AmdKfd {
         u64::from(uapi::KFDP_CAP_HWS_BATCH | uapi::KFDP_CAP_MES | uapi::KFDP_CAP_FREEZE)
     }
 
+    fn min_preempt_interval_us(&self) -> u32 {
+        // SAFETY: Reads a module parameter; no other state.
+        unsafe { glue::kfdp_min_preempt_interval() }
+    }
+
     fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<Target> {
         let mut ptr: *mut glue::kfdp_target = core::ptr::null_mut();
         let r = match kind {

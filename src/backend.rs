@@ -78,6 +78,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Capability bits of `kfdp_info::caps` this backend provides.
     fn caps(&self) -> u64;
 
+    /// The minimum time between two PREEMPT or FREEZE triggers of one of
+    /// its nodes (`KFDP_CAP_RATE_LIMIT`), in microseconds; 0: no limit.
+    fn min_preempt_interval_us(&self) -> u32 {
+        0
+    }
+
     /// Resolves, verifies and pins the target of an ATTACH.
     fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<Self::Target>;
 

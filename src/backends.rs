@@ -87,6 +87,11 @@ impl Backend for Backends {
         self.kfd.caps() | self.sim.as_ref().map_or(0, |s| s.caps())
     }
 
+    /// Only amdkfd nodes are rate limited: simulated ones model no firmware cost.
+    fn min_preempt_interval_us(&self) -> u32 {
+        self.kfd.min_preempt_interval_us()
+    }
+
     fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<AnyTarget> {
         match kind {
             uapi::KFDP_TARGET_SIM_FD => match &self.sim {

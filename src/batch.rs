@@ -108,6 +108,12 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     let mut b: kfdp_batch = header().reader().read()?;
     check_header(&b, op)?;
     let mut entries = read_entries(&b)?;
+    // No new preemption once hibernation has begun (RESUME is always allowed).
+    let _activity = if op == Op::Preempt && b.flags & KFDP_BATCH_VALIDATE_ONLY == 0 {
+        Some(crate::pm::Activity::begin()?)
+    } else {
+        None
+    };
     // Every output is written once before anything changes, so that a bad
     // pointer is EFAULT with nothing changed.
     header().writer().write(&b)?;

@@ -76,6 +76,7 @@ pub(crate) fn dispatch<B: Backend>(owner: &Arc<Owner<B>>, cmd: u32, arg: usize) 
             let config = info::Config {
                 pid_attach: owner.pid_attach,
                 backend_caps: owner.backend.caps(),
+                min_preempt_interval_us: owner.backend.min_preempt_interval_us(),
             };
             user.writer().write(&info::info(config))
         }

@@ -12,6 +12,7 @@ use crate::uapi::{
     KFDP_ABI_MAJOR,
     KFDP_ABI_MINOR,
     KFDP_CAP_PID,
+    KFDP_CAP_RATE_LIMIT,
     KFDP_MAX_BATCH, //
 };
 
@@ -22,16 +23,21 @@ pub(crate) struct Config {
     pub(crate) pid_attach: bool,
     /// What the backends provide (`crate::backend::Backend::caps`).
     pub(crate) backend_caps: u64,
+    /// The glue's `min_preempt_interval_us` module parameter (0: no limit).
+    pub(crate) min_preempt_interval_us: u32,
 }
 
 /// Capability bits for `kfdp_info::caps`.
 ///
 /// Only what is implemented is reported: the mechanisms come from the
-/// backends, PID attach from the module parameter.
+/// backends, PID attach and the rate limit from the module parameters.
 fn caps(config: Config) -> u64 {
     let mut caps = config.backend_caps;
     if config.pid_attach {
         caps |= u64::from(KFDP_CAP_PID);
+    }
+    if config.min_preempt_interval_us != 0 {
+        caps |= u64::from(KFDP_CAP_RATE_LIMIT);
     }
     caps
 }
@@ -47,6 +53,7 @@ pub(crate) fn info(config: Config) -> kfdp_info {
         // asserted in `uapi`), so the conversions cannot truncate.
         sizeof_queue_ref: size_of::<kfdp_queue_ref>() as u32,
         sizeof_queue_info: size_of::<kfdp_queue_info>() as u32,
+        min_preempt_interval_us: config.min_preempt_interval_us,
         ..Default::default()
     }
 }
@@ -67,9 +74,10 @@ mod tests {
         let i = info(Config {
             pid_attach: false,
             backend_caps: 0,
+            min_preempt_interval_us: 0,
         });
         assert_eq!(i.abi_major, 1);
-        assert_eq!(i.abi_minor, 0);
+        assert_eq!(i.abi_minor, 1);
         assert_eq!(i.max_batch, 4096);
         assert_eq!(i.sizeof_queue_ref, 16);
         assert_eq!(i.sizeof_queue_info, 96);
@@ -80,8 +88,8 @@ mod tests {
         let i = info(Config {
             pid_attach: true,
             backend_caps: 0,
+            min_preempt_interval_us: 0,
         });
-        assert_eq!(i.reserved0, 0);
         assert_eq!(i.reserved, [0u64; 4]);
     }
 
@@ -90,7 +98,8 @@ mod tests {
         assert_eq!(
             info(Config {
                 pid_attach: false,
-                backend_caps: 0
+                backend_caps: 0,
+                min_preempt_interval_us: 0,
             })
             .caps,
             0
@@ -98,7 +107,8 @@ mod tests {
         assert_eq!(
             info(Config {
                 pid_attach: true,
-                backend_caps: 0
+                backend_caps: 0,
+                min_preempt_interval_us: 0,
             })
             .caps,
             u64::from(KFDP_CAP_PID)
@@ -111,13 +121,26 @@ mod tests {
         let c = Config {
             pid_attach: false,
             backend_caps: amdkfd,
+            min_preempt_interval_us: 0,
         };
         assert_eq!(info(c).caps, amdkfd);
         assert_eq!(info(c).caps & u64::from(KFDP_CAP_SIM), 0);
         let c = Config {
             pid_attach: true,
             backend_caps: amdkfd,
+            min_preempt_interval_us: 0,
         };
         assert_eq!(info(c).caps, amdkfd | u64::from(KFDP_CAP_PID));
+    }
+
+    #[test]
+    fn rate_limit_is_reported_with_its_interval() {
+        let c = Config {
+            pid_attach: false,
+            backend_caps: 0,
+            min_preempt_interval_us: 1000,
+        };
+        assert_eq!(info(c).caps, u64::from(KFDP_CAP_RATE_LIMIT));
+        assert_eq!(info(c).min_preempt_interval_us, 1000);
     }
 }

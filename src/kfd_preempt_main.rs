@@ -44,6 +44,7 @@ mod batch;
 mod device;
 mod info;
 mod owner;
+mod pm;
 mod query;
 mod registry;
 mod sim;
@@ -90,17 +91,42 @@ struct KfdPreemptModule {
     _sim: Option<Pin<KBox<SimParts>>>,
     _debugfs: Dir,
     /// Last: dropped once no owner can reach the glue any more.
-    _nodes: GlueNodes,
+    _glue: GlueState,
 }
 
-/// The glue's per-node state (`glue/kfdp_nodes.c`), released at unload.
-struct GlueNodes;
+/// The glue's PM notifier (`glue/kfdp_pm.c`, deciding in [`pm`]) and its
+/// per-node state (`glue/kfdp_nodes.c`), both released at unload.
+///
+/// # Invariants
+///
+/// The PM notifier is registered.
+struct GlueState(());
 
-impl Drop for GlueNodes {
+impl GlueState {
+    fn new() -> Result<Self> {
+        // SAFETY: Registers a static notifier block once; `Drop` removes it.
+        errno_result(unsafe { glue::kfdp_pm_register() })?;
+        // INVARIANT: Registered just above.
+        Ok(GlueState(()))
+    }
+}
+
+impl Drop for GlueState {
     fn drop(&mut self) {
+        // SAFETY: Registered (type invariant), and removed only here.
+        unsafe { glue::kfdp_pm_unregister() };
         // SAFETY: Called once, at module exit, after the misc device (the only
         // way into the glue) is gone.
         unsafe { glue::kfdp_nodes_forget() };
+    }
+}
+
+/// `Ok` for 0, else the error of a negative errno.
+fn errno_result(r: c_int) -> Result {
+    if r < 0 {
+        Err(Error::from_errno(r))
+    } else {
+        Ok(())
     }
 }
 
@@ -181,7 +207,7 @@ impl kernel::InPlaceModule for KfdPreemptModule {
                 name: c"kfd_preempt",
             }),
             _debugfs: debugfs,
-            _nodes: GlueNodes,
+            _glue: GlueState::new()?,
         })
     }
 }

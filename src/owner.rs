@@ -519,6 +519,12 @@ impl<B: Backend> Owner<B> {
         if f.flags != 0 || f.status != 0 || f.elapsed_ns != 0 {
             return Err(EINVAL);
         }
+        // No new freeze once hibernation has begun (THAW is always allowed).
+        let _activity = if thaw {
+            None
+        } else {
+            Some(crate::pm::Activity::begin()?)
+        };
         let mut guard = self.state.lock();
         let state = &mut *guard;
         self.sweep(state);
@@ -666,7 +672,8 @@ impl<B: Backend> Owner<B> {
         // An armed timer may be later than `ms`: take it back first.
         self.cancel(false);
         let delay = kernel::time::msecs_to_jiffies(ms);
-        let _ = workqueue::system().enqueue_delayed(self.clone(), delay);
+        // Freezable: no lease ends while the system is suspending (B3).
+        let _ = workqueue::system_freezable().enqueue_delayed(self.clone(), delay);
     }
 
     /// Re-arms housekeeping after an ioctl changed leases or attachments.

@@ -74,6 +74,11 @@ impl Registry {
         }
     }
 
+    /// How many marks and freezes all owners hold.
+    pub(crate) fn held(&self) -> usize {
+        self.marks.len() + self.freezes.len()
+    }
+
     /// The owner whose mark is on `q`, if any.
     pub(crate) fn mark_owner(&self, q: &QueueKey) -> Option<u64> {
         self.marks.iter().find(|(k, _)| k == q).map(|(_, o)| *o)

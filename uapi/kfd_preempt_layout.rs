@@ -8,7 +8,7 @@
 
 abi_struct!(kfdp_info, 64, {
     abi_major: 0, abi_minor: 4, caps: 8, max_batch: 16, sizeof_queue_ref: 20,
-    sizeof_queue_info: 24, reserved0: 28, reserved: 32,
+    sizeof_queue_info: 24, min_preempt_interval_us: 28, reserved: 32,
 });
 abi_struct!(kfdp_attach, 40, {
     kind: 0, fd: 4, pid: 8, flags: 12, handle: 16, tgid: 20, num_gpus: 24,

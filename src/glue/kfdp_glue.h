@@ -84,6 +84,10 @@ int kfdp_freeze(struct kfdp_target *t, __u32 gpu_id, bool thaw,
 const char *kfdp_amdgpu_built_srcversion(void);
 const char *kfdp_amdkfd_unreviewed(void);
 
+/* Hibernation (kfdp_pm.c): the notifier that asks src/pm.rs. */
+int kfdp_pm_register(void);
+void kfdp_pm_unregister(void);
+
 /* Per-node state (kfdp_nodes.c): the rate limit, and its release at exit. */
 unsigned int kfdp_min_preempt_interval(void);
 void kfdp_nodes_forget(void);

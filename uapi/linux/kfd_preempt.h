@@ -28,7 +28,7 @@
 
 #define KFDP_IOC_MAGIC 0xBD
 #define KFDP_ABI_MAJOR 1
-#define KFDP_ABI_MINOR 0
+#define KFDP_ABI_MINOR 1
 #define KFDP_MAX_BATCH 4096
 
 /* KFDP_IOC_INFO: 64 bytes. */
@@ -37,6 +37,12 @@
 #define KFDP_CAP_FREEZE (1ULL << 2)
 #define KFDP_CAP_PID (1ULL << 3) /* PID attach enabled (module parameter) */
 #define KFDP_CAP_SIM (1ULL << 4) /* simulated nodes present */
+/*
+ * ABI 1.1: PREEMPT entries and FREEZE of a KFD node less than
+ * min_preempt_interval_us after its last PREEMPT or FREEZE trigger fail
+ * with EAGAIN and change nothing; RESUME and THAW never do.
+ */
+#define KFDP_CAP_RATE_LIMIT (1ULL << 5)
 
 struct kfdp_info {
 	__u32 abi_major;		/*  0 out: KFDP_ABI_MAJOR */
@@ -45,7 +51,7 @@ struct kfdp_info {
 	__u32 max_batch;		/* 16 out: KFDP_MAX_BATCH */
 	__u32 sizeof_queue_ref;		/* 20 out: sizeof(struct kfdp_queue_ref) */
 	__u32 sizeof_queue_info;	/* 24 out: sizeof(struct kfdp_queue_info) */
-	__u32 reserved0;		/* 28 */
+	__u32 min_preempt_interval_us;	/* 28 out (1.1): 0 = no limit */
 	__u64 reserved[4];		/* 32 */
 };
 

@@ -103,7 +103,8 @@ TEST_F(dev, info_v1)
 	EXPECT_EQ(KFDP_MAX_BATCH, info.max_batch);
 	EXPECT_EQ(sizeof(struct kfdp_queue_ref), info.sizeof_queue_ref);
 	EXPECT_EQ(sizeof(struct kfdp_queue_info), info.sizeof_queue_info);
-	EXPECT_EQ(0, info.reserved0);
+	/* ABI 1.1: the rate limit's interval, with its capability bit. */
+	EXPECT_EQ(info.min_preempt_interval_us != 0, !!(info.caps & KFDP_CAP_RATE_LIMIT));
 	for (int i = 0; i < 4; i++)
 		EXPECT_EQ(0, info.reserved[i]);
 }
@@ -112,11 +113,54 @@ TEST_F(dev, info_v1)
 TEST_F(dev, info_caps_defined_bits_only)
 {
 	const __u64 known = KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE |
-			    KFDP_CAP_PID | KFDP_CAP_SIM;
+			    KFDP_CAP_PID | KFDP_CAP_SIM | KFDP_CAP_RATE_LIMIT;
 	struct kfdp_info info = { 0 };
 
 	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
 	EXPECT_EQ(0, info.caps & ~known);
+}
+
+#define KFDP_INTERVAL_PARAM "/sys/module/kfd_preempt/parameters/min_preempt_interval_us"
+
+static int kfdp_write_param(const char *path, unsigned int v)
+{
+	FILE *f = fopen(path, "w");
+	int r;
+
+	if (!f)
+		return -1;
+	r = fprintf(f, "%u\n", v) < 0;
+	return fclose(f) || r ? -1 : 0;
+}
+
+/*
+ * INFO reports the min_preempt_interval_us parameter as it is now (it is
+ * writable at run time), and KFDP_CAP_RATE_LIMIT exactly when it is not 0.
+ */
+TEST_F(dev, info_rate_limit_follows_parameter)
+{
+	struct kfdp_info info = { 0 };
+	unsigned int saved;
+	FILE *f = fopen(KFDP_INTERVAL_PARAM, "r");
+
+	if (!f)
+		SKIP(return, "%s: not readable (not root, or module too old)", KFDP_INTERVAL_PARAM);
+	ASSERT_EQ(1, fscanf(f, "%u", &saved));
+	fclose(f);
+	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
+	EXPECT_EQ(saved, info.min_preempt_interval_us);
+
+	ASSERT_EQ(0, kfdp_write_param(KFDP_INTERVAL_PARAM, 250));
+	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
+	EXPECT_EQ(250, info.min_preempt_interval_us);
+	EXPECT_NE(0, info.caps & KFDP_CAP_RATE_LIMIT);
+
+	ASSERT_EQ(0, kfdp_write_param(KFDP_INTERVAL_PARAM, 0));
+	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));
+	EXPECT_EQ(0, info.min_preempt_interval_us);
+	EXPECT_EQ(0, info.caps & KFDP_CAP_RATE_LIMIT);
+
+	ASSERT_EQ(0, kfdp_write_param(KFDP_INTERVAL_PARAM, saved));
 }
 
 /* Bad destinations: EFAULT, and the call can be repeated afterwards. */

@@ -153,6 +153,7 @@ fn info(json: bool) -> CliResult {
             "max_batch": info.max_batch,
             "sizeof_queue_ref": info.sizeof_queue_ref,
             "sizeof_queue_info": info.sizeof_queue_info,
+            "min_preempt_interval_us": info.min_preempt_interval_us,
         });
         println!("{v:#}");
         return Ok(Done::Ok);
@@ -168,6 +169,9 @@ fn info(json: bool) -> CliResult {
         }
     );
     println!("max batch:  {}", info.max_batch);
+    if info.min_preempt_interval_us != 0 {
+        println!("rate limit: one PREEMPT or FREEZE per node every {} us", info.min_preempt_interval_us);
+    }
     println!(
         "structs:    queue_ref {} bytes, queue_info {} bytes",
         info.sizeof_queue_ref, info.sizeof_queue_info

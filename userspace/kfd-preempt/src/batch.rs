@@ -110,13 +110,17 @@ pub enum EntryError {
     Cancelled,
     /// `ENOMEM`.
     NoMemory,
+    /// `EAGAIN`: the node was preempted or frozen less than
+    /// [`crate::Info::min_preempt_interval_us`] ago; nothing changed, retry
+    /// later (ABI 1.1, [`crate::Caps::RATE_LIMIT`]).
+    TooSoon,
     /// Another error number.
     Other(i32),
 }
 
 /// The errno of each [`EntryError`] but `Other`: one table for decoding
 /// statuses and for writing them back (the C ABI).
-const ENTRY_ERRNOS: [(Errno, EntryError); 8] = [
+const ENTRY_ERRNOS: [(Errno, EntryError); 9] = [
     (Errno::INVAL, EntryError::Invalid),
     (Errno::NOENT, EntryError::QueueGone),
     (Errno::SRCH, EntryError::TargetExited),
@@ -125,6 +129,7 @@ const ENTRY_ERRNOS: [(Errno, EntryError); 8] = [
     (Errno::IO, EntryError::Hardware),
     (Errno::CANCELED, EntryError::Cancelled),
     (Errno::NOMEM, EntryError::NoMemory),
+    (Errno::AGAIN, EntryError::TooSoon),
 ];
 
 impl EntryError {
@@ -170,6 +175,7 @@ impl fmt::Display for EntryError {
             EntryError::Hardware => "node reset or scheduler hang (see the kernel log)",
             EntryError::Cancelled => "not attempted: another entry failed (all-or-nothing)",
             EntryError::NoMemory => "out of memory",
+            EntryError::TooSoon => "too soon after the node's last preemption (min_preempt_interval_us); retry later",
             EntryError::Other(e) => return f.write_str(&describe(Errno::from_raw_os_error(*e))),
         })
     }
@@ -383,6 +389,7 @@ mod tests {
             (-5, EntryError::Hardware),
             (-125, EntryError::Cancelled),
             (-12, EntryError::NoMemory),
+            (-11, EntryError::TooSoon),
             (-1, EntryError::Other(1)),
         ];
         for (status, e) in cases {

@@ -54,6 +54,9 @@ impl Caps {
     pub const PID: u64 = uapi::KFDP_CAP_PID as u64;
     /// Simulated nodes are present.
     pub const SIM: u64 = uapi::KFDP_CAP_SIM as u64;
+    /// PREEMPT and FREEZE of a node may fail with `EAGAIN` within
+    /// [`Info::min_preempt_interval_us`] of its last one (ABI 1.1).
+    pub const RATE_LIMIT: u64 = uapi::KFDP_CAP_RATE_LIMIT as u64;
 
     /// Whether every bit of `bits` is set.
     ///
@@ -80,6 +83,7 @@ impl Caps {
                 (Self::FREEZE, "freeze"),
                 (Self::PID, "pid-attach"),
                 (Self::SIM, "sim"),
+                (Self::RATE_LIMIT, "rate-limit"),
             ],
         )
     }
@@ -106,6 +110,9 @@ pub struct Info {
     pub sizeof_queue_ref: u32,
     /// The kernel's `struct kfdp_queue_info` size.
     pub sizeof_queue_info: u32,
+    /// The least time between two PREEMPT or FREEZE triggers of one node,
+    /// in microseconds; 0: no limit, or a module older than ABI 1.1.
+    pub min_preempt_interval_us: u32,
 }
 
 impl From<uapi::kfdp_info> for Info {
@@ -117,6 +124,7 @@ impl From<uapi::kfdp_info> for Info {
             max_batch: i.max_batch,
             sizeof_queue_ref: i.sizeof_queue_ref,
             sizeof_queue_info: i.sizeof_queue_info,
+            min_preempt_interval_us: i.min_preempt_interval_us,
         }
     }
 }
@@ -534,6 +542,7 @@ impl Device {
             let errno = Errno::from_raw_os_error(-f.status);
             return Err(match errno {
                 Errno::SRCH => Error::TargetExited,
+                Errno::AGAIN => Error::TooSoon { operation },
                 errno => Error::Hardware { operation, errno },
             });
         }
@@ -586,9 +595,11 @@ mod tests {
             max_batch: 4096,
             sizeof_queue_ref: 16,
             sizeof_queue_info: 96,
+            min_preempt_interval_us: 1000,
             ..Default::default()
         };
         let info = Info::from(raw);
+        assert_eq!(info.min_preempt_interval_us, 1000);
         assert_eq!((info.abi_major, info.abi_minor), (1, 2));
         assert_eq!(info.caps, Caps(0x5));
         assert_eq!(

@@ -80,6 +80,12 @@ pub enum Error {
         /// The error number.
         errno: Errno,
     },
+    /// `EAGAIN` from FREEZE: the node was preempted or frozen less than
+    /// the module's `min_preempt_interval_us` ago (ABI 1.1); nothing changed.
+    TooSoon {
+        /// What was being done.
+        operation: &'static str,
+    },
     /// Any other system error from `operation`.
     Os {
         /// What was being done.
@@ -114,6 +120,7 @@ impl Error {
             Error::PidAttachNeedsAdmin => Errno::PERM,
             Error::UnknownHandle(_) | Error::InvalidArgument(_) | Error::NotFrozen => Errno::INVAL,
             Error::BatchTooLarge { .. } => Errno::TOOBIG,
+            Error::TooSoon { .. } => Errno::AGAIN,
             Error::Hardware { errno, .. } | Error::Os { errno, .. } => *errno,
         };
         e.raw_os_error()
@@ -182,6 +189,10 @@ impl fmt::Display for Error {
                 "{operation}: {} (a GPU node reset or scheduler hang; see the kernel log)",
                 describe(*errno)
             ),
+            Error::TooSoon { operation } => write!(
+                f,
+                "{operation}: too soon after this node's last preemption; retry after the module's min_preempt_interval_us"
+            ),
             Error::Os { operation, errno } => write!(f, "{operation}: {}", describe(*errno)),
         }
     }
@@ -217,6 +228,12 @@ mod tests {
                 "split",
             ),
             (Error::UnknownHandle(3), "handle 3"),
+            (
+                Error::TooSoon {
+                    operation: "freeze",
+                },
+                "min_preempt_interval_us",
+            ),
         ];
         for (e, needle) in cases {
             assert!(e.to_string().contains(needle), "{e} lacks {needle}");
