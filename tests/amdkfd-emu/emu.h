@@ -136,6 +136,9 @@ void emu_mem_fail_next(unsigned int n);
 unsigned int emu_mem_live(void);
 void emu_mem_cleanup(void);
 
+/* emu_cov.c */
+void emu_cov_report(void);
+
 /* emu_stubs.c */
 extern const struct kfd2kgd_calls emu_kfd2kgd;
 

@@ -16,6 +16,7 @@ static int __init emu_init(void)
 
 static void __exit emu_exit(void)
 {
+	emu_cov_report();
 	emu_mem_cleanup();
 }
 
