@@ -119,9 +119,11 @@ struct emu_node *emu_node_of_kfd(struct kfd_dev *kfd);
 struct emu_node *emu_node_of_gpu_id(u32 gpu_id);
 struct emu_proc *emu_proc_create(struct emu_node *en, u16 pasid);
 void emu_proc_destroy(struct emu_proc *ep);
+void emu_proc_exit(struct emu_proc *ep);
 int emu_queue_create(struct emu_proc *ep, u32 queue_id);
 int emu_queue_destroy(struct emu_proc *ep, unsigned int idx);
 int emu_queue_set_percent(struct emu_proc *ep, unsigned int idx, u32 percent);
+int emu_queue_update(struct emu_proc *ep, unsigned int idx, struct mqd_update_info *minfo);
 int emu_node_reset(struct emu_node *en);
 unsigned int emu_count_active(struct emu_node *en);
 

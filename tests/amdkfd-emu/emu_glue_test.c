@@ -77,7 +77,7 @@ static struct emu_proc *proc(struct kunit *test, struct emu_node *en, u16 pasid,
 static void expect_consistent(struct kunit *test, struct emu_node *en, bool mapped)
 {
 	struct device_queue_manager *dqm = en->node.dqm;
-	unsigned int active = emu_count_active(en);
+	unsigned int active = emu_count_active(en), gws = 0;
 	struct device_process_node *cur;
 	struct queue *q;
 
@@ -88,10 +88,13 @@ static void expect_consistent(struct kunit *test, struct emu_node *en, bool mapp
 	KUNIT_EXPECT_EQ(test, mapped ? active : 0, en->hws.n_mapped);
 	dqm_lock(dqm);
 	list_for_each_entry(cur, &dqm->queues, list)
-		list_for_each_entry(q, &cur->qpd->queues_list, list)
+		list_for_each_entry(q, &cur->qpd->queues_list, list) {
 			KUNIT_EXPECT_EQ_MSG(test, mapped && q->properties.is_active,
 					    emu_hws_is_mapped(en, q), "queue %u",
 					    q->properties.queue_id);
+			gws += q->properties.is_active && q->properties.is_gws;
+		}
+	KUNIT_EXPECT_EQ(test, gws, dqm->gws_queue_count);
 	dqm_unlock(dqm);
 }
 
@@ -351,6 +354,143 @@ static void hws_freeze_thaw(struct kunit *test)
 	apply(KFDP_GLUE_RESUME, it, n, &res);
 	expect_status(test, it, n, 0);
 	KUNIT_EXPECT_EQ(test, 5, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/* The tenant's CU mask change while preempted: applied, queue stays off. */
+static void hws_cu_mask_while_preempted(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	u32 mask[2] = { 0x0f0f0f0f, 0x0f0f0f0f };
+	struct mqd_update_info minfo = {
+		.cu_mask = { .count = 64, .ptr = mask },	/* as pqm_update_mqd passes it */
+	};
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_update(procs[0], 0, &minfo));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	KUNIT_EXPECT_TRUE(test, procs[0]->q[0]->properties.is_suspended);
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
+}
+
+/*
+ * GWS given to a preempted queue (pqm_set_gws on 9.4.3): amdkfd counts it
+ * only while active, so the glue's resume must count it: gws_queue_count
+ * and mapped_gws_queue follow, and the runlist carries it.
+ */
+static void hws_gws_while_preempted(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct mqd_update_info minfo = { .update_flag = UPDATE_FLAG_IS_GWS };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	procs[0]->q[0]->gws = ERR_PTR(-ENOMEM);	/* what pqm_set_gws stores on 9.4.3 */
+	procs[0]->pdd->qpd.num_gws = 64;
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_update(procs[0], 0, &minfo));
+	KUNIT_EXPECT_TRUE(test, procs[0]->q[0]->properties.is_gws);
+	KUNIT_EXPECT_EQ(test, 0, en->node.dqm->gws_queue_count);
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 1, en->node.dqm->gws_queue_count);
+	KUNIT_EXPECT_TRUE(test, procs[0]->pdd->qpd.mapped_gws_queue);
+	expect_consistent(test, en, true);
+
+	/* Preempted again, then GWS taken away: the counts stay exact. */
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, en->node.dqm->gws_queue_count);
+	procs[0]->q[0]->gws = NULL;
+	procs[0]->pdd->qpd.num_gws = 0;
+	minfo.update_flag = 0;
+	KUNIT_EXPECT_EQ(test, 0, emu_queue_update(procs[0], 0, &minfo));
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, en->node.dqm->gws_queue_count);
+	expect_consistent(test, en, true);
+}
+
+/* amdkfd's own eviction and restore (TTM, userptr) while we hold a queue. */
+static void hws_eviction_while_preempted(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 3) };
+	struct device_queue_manager *dqm = en->node.dqm;
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.evict_process_queues(dqm, &procs[0]->pdd->qpd));
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+
+	/* RESUME while evicted: DEFERRED to amdkfd's restore, mark dropped. */
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, KFDP_R_DEFERRED);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.restore_process_queues(dqm, &procs[0]->pdd->qpd));
+	KUNIT_EXPECT_EQ(test, 3, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+
+	/* Preempted across an eviction: the restore leaves it off. */
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.evict_process_queues(dqm, &procs[0]->pdd->qpd));
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.restore_process_queues(dqm, &procs[0]->pdd->qpd));
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	KUNIT_EXPECT_EQ(test, 3, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/*
+ * A tenant exits while preempted: amdkfd's teardown frees its queues and
+ * builds a runlist without them; the glue answers ESRCH and touches nothing.
+ */
+static void hws_exit_while_preempted(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *gone = proc(test, en, 1, 2), *other = proc(test, en, 2, 2);
+	struct emu_proc *procs[1] = { gone };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 2, &n);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, 0);
+	emu_proc_exit(gone);
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, other->q[0]));
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, -ESRCH);
+	KUNIT_EXPECT_FALSE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
 	expect_consistent(test, en, true);
 }
 
@@ -751,6 +891,10 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_queue_created_while_frozen),
 	KUNIT_CASE(hws_debugger_resumes_behind_us),
 	KUNIT_CASE(hws_oversubscribed),
+	KUNIT_CASE(hws_cu_mask_while_preempted),
+	KUNIT_CASE(hws_gws_while_preempted),
+	KUNIT_CASE(hws_eviction_while_preempted),
+	KUNIT_CASE(hws_exit_while_preempted),
 	{}
 };
 

@@ -114,6 +114,12 @@ struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask)
 	adev->gfx.mec.num_pipe_per_mec = 4;
 	adev->gfx.mec.num_queue_per_pipe = 8;
 	adev->gfx.xcc_mask = xcc_mask;
+	/* For CU masks (mqd_symmetrically_map_cu_mask): 4 SEs of 10 CUs. */
+	adev->gfx.config.max_shader_engines = 4;
+	adev->gfx.config.max_sh_per_se = 1;
+	adev->gfx.cu_info.number = 40;
+	for (r = 0; r < 4; r++)
+		adev->gfx.cu_info.bitmap[0][r][0] = 0x3ff;
 
 	en->kfd2kgd = emu_kfd2kgd;
 	en->kfd.adev = adev;
@@ -278,13 +284,26 @@ void emu_proc_destroy(struct emu_proc *ep)
 		if (ep->q[i])
 			uninit_queue(ep->q[i]);
 	put_task_struct(ep->p->lead_thread);
-	mmput(ep->p->mm);
+	mmput(ep->t.mm);
 	bitmap_free(ep->pdd->qpd.doorbell_bitmap);
 	kfree(ep->fpriv);
 	kfree(ep->drm_file);
 	kfree(ep->pdd);
 	kfree(ep->p);
 	kfree(ep);
+}
+
+/*
+ * The process exits: amdkfd's teardown (kfd_process_notifier_release_internal)
+ * removes its queues from every node and clears p->mm, which is how the glue
+ * tells an exited target. emu_proc_destroy() frees the rest later.
+ */
+void emu_proc_exit(struct emu_proc *ep)
+{
+	struct device_queue_manager *dqm = ep->en->node.dqm;
+
+	dqm->ops.process_termination(dqm, &ep->pdd->qpd);
+	WRITE_ONCE(ep->p->mm, NULL);
 }
 
 /* An AQL compute queue with a CWSR area, as the ROCm runtime creates them. */
@@ -343,6 +362,18 @@ int emu_queue_destroy(struct emu_proc *ep, unsigned int idx)
 		uninit_queue(ep->q[idx]);
 		ep->q[idx] = NULL;
 	}
+	return r;
+}
+
+/* The tenant's CU mask or GWS change (pqm_update_mqd, pqm_set_gws). */
+int emu_queue_update(struct emu_proc *ep, unsigned int idx, struct mqd_update_info *minfo)
+{
+	struct device_queue_manager *dqm = ep->en->node.dqm;
+	int r;
+
+	mutex_lock(&ep->p->mutex);
+	r = dqm->ops.update_queue(dqm, ep->q[idx], minfo);
+	mutex_unlock(&ep->p->mutex);
 	return r;
 }
 
