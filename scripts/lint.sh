@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Style checks, each printing one "lint NAME: ok|FAILED" line:
 #   rustfmt-module     rustfmt --check with the kernel's .rustfmt.toml
-#   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests
+#   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests, the amdkfd emulation
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
 # With arguments, only the named checks run. Exits non-zero if any failed.
@@ -21,8 +21,11 @@ rustfmt-module() {
 
 checkpatch() {
 	local cfiles
-	mapfile -t cfiles < <(find src uapi tests/kselftest tests/vm userspace/kfd-preempt-capi/examples \
-		-name '*.[ch]' | sort)
+	mapfile -t cfiles < <({
+		find src uapi tests/kselftest tests/vm userspace/kfd-preempt-capi/examples -name '*.[ch]'
+		# Not the generated wrappers of amdkfd's and the glue's files.
+		find tests/amdkfd-emu -maxdepth 1 -name 'emu*.[ch]'
+	} | sort)
 	"$src/scripts/checkpatch.pl" --no-tree --quiet --show-types -f "${cfiles[@]}"
 }
 

@@ -11,10 +11,7 @@
 #include <linux/suspend.h>
 
 #include "kfdp_glue.h"
-
-/* In src/pm.rs. */
-int kfdp_pm_hibernation_prepare(void);
-void kfdp_pm_hibernation_done(void);
+#include "kfdp_pm.h"
 
 static int kfdp_pm_event(struct notifier_block *nb, unsigned long event, void *unused)
 {

@@ -138,7 +138,9 @@ void emu_mem_fail_next(unsigned int n);
 unsigned int emu_mem_live(void);
 void emu_mem_cleanup(void);
 
-/* emu_cov.c */
+/* emu_cov.c: the hooks of -finstrument-functions, and the report. */
+void __cyg_profile_func_enter(void *fn, void *site);
+void __cyg_profile_func_exit(void *fn, void *site);
 void emu_cov_report(void);
 
 /* emu_stubs.c */

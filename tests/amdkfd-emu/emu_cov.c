@@ -19,7 +19,6 @@ static unsigned long emu_cov_slots[EMU_COV_SLOTS];
 static atomic_t emu_cov_used = ATOMIC_INIT(0);
 
 /* Lock-free: it runs inside amdkfd's own locks, on any CPU. */
-void notrace __cyg_profile_func_enter(void *fn, void *site);
 void notrace __cyg_profile_func_enter(void *fn, void *site)
 {
 	unsigned long a = (unsigned long)fn;
@@ -39,7 +38,6 @@ void notrace __cyg_profile_func_enter(void *fn, void *site)
 	}
 }
 
-void notrace __cyg_profile_func_exit(void *fn, void *site);
 void notrace __cyg_profile_func_exit(void *fn, void *site)
 {
 }

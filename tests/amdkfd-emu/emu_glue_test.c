@@ -43,7 +43,7 @@ static struct emu_node *node(struct kunit *test, u32 gpu_id)
 {
 	struct emu_node *en = emu_node_create(gpu_id, 0x1);
 
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(en), "node bring-up: %ld", PTR_ERR(en));
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(en), "bring-up failed: %ld", PTR_ERR(en));
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, node_release, en));
 	/* amdkfd's own start: SET_RESOURCES, no runlist (no process yet). */
 	KUNIT_EXPECT_EQ(test, 1, en->hws.hiq_loads);
@@ -495,6 +495,78 @@ static void hws_exit_while_preempted(struct kunit *test)
 }
 
 /*
+ * The scheduler halted (amdgpu's stop_sched, around isolation or a
+ * partition switch): no trigger, DEFERRED; amdkfd's unhalt builds the
+ * runlist from our marks.
+ */
+static void hws_halted_scheduler(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct device_queue_manager *dqm = en->node.dqm;
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.halt(dqm));
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, KFDP_R_DEFERRED);
+	KUNIT_EXPECT_TRUE(test, it[0].marked);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.unhalt(dqm));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[1]));
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_RESUME, it, n, &res);
+	expect_status(test, it, n, 0);
+	expect_consistent(test, en, true);
+}
+
+/* What the glue refuses, with amdkfd's state untouched. */
+static void hws_refusals(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 1) };
+	struct device_queue_manager *dqm = en->node.dqm;
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	struct emu_snap s = snap(en);
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	/* Without CWSR, preemption would drain the queue, not save it. */
+	en->kfd.cwsr_enabled = false;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, -EOPNOTSUPP);
+	en->kfd.cwsr_enabled = true;
+
+	/* The debugger owns debugged processes. */
+	procs[0]->p->debug_trap_enabled = true;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, -EBUSY);
+	procs[0]->p->debug_trap_enabled = false;
+
+	/* NO_HWS cannot be driven across processes. */
+	dqm->sched_policy = KFD_SCHED_POLICY_NO_HWS;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, -EOPNOTSUPP);
+	dqm->sched_policy = KFD_SCHED_POLICY_HWS;
+
+	/* Unknown queue id. */
+	it[0].queue_id = 7;
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, -ENOENT);
+
+	KUNIT_EXPECT_FALSE(test, procs[0]->q[0]->properties.is_suspended);
+	KUNIT_EXPECT_EQ(test, s.unmaps, en->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, s.runlists, en->hws.runlists);
+	expect_consistent(test, en, true);
+}
+
+/*
  * The unmap fence never comes (a hung HWS): amdkfd's own hang path runs.
  * The glue reports EIO, keeps its marks, and refuses to take more off a
  * node about to be reset; after the reset the runlist honours the marks.
@@ -793,7 +865,7 @@ static void layout_checks(struct kunit *test)
 	struct emu_node *en = node(test, GPU_A);
 	struct emu_proc *ep = proc(test, en, 1, 1);
 	struct device_queue_manager *dqm = en->node.dqm;
-	int (*update)(struct device_queue_manager *, struct queue *, struct mqd_update_info *);
+	typeof(dqm->ops.update_queue) update;
 	struct kfd_node *dev;
 
 	KUNIT_EXPECT_EQ(test, 0, kfdp_check_layout(ep->p, THIS_MODULE));
@@ -895,6 +967,8 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_gws_while_preempted),
 	KUNIT_CASE(hws_eviction_while_preempted),
 	KUNIT_CASE(hws_exit_while_preempted),
+	KUNIT_CASE(hws_halted_scheduler),
+	KUNIT_CASE(hws_refusals),
 	{}
 };
 

@@ -56,7 +56,7 @@ static struct emu_buf *emu_buf_alloc(size_t size)
 	if (fail)
 		return NULL;
 
-	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	b = kzalloc_obj(*b);
 	if (!b)
 		return NULL;
 	b->size = size;
@@ -126,7 +126,7 @@ void emu_mem_cleanup(void)
 int kfd_gtt_sa_allocate(struct kfd_node *node, unsigned int size,
 			struct kfd_mem_obj **mem_obj)
 {
-	struct kfd_mem_obj *obj = kzalloc(sizeof(*obj), GFP_KERNEL);
+	struct kfd_mem_obj *obj = kzalloc_obj(*obj);
 	struct emu_buf *b;
 
 	if (!obj)

@@ -85,10 +85,10 @@ struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask)
 		;
 	if (slot == EMU_MAX_NODES)
 		return ERR_PTR(-ENOSPC);
-	en = kzalloc(sizeof(*en), GFP_KERNEL);
+	en = kzalloc_obj(*en);
 	if (!en)
 		return ERR_PTR(-ENOMEM);
-	en->adev = kvzalloc(sizeof(*en->adev), GFP_KERNEL);
+	en->adev = kvzalloc_obj(*en->adev);
 	if (!en->adev) {
 		kfree(en);
 		return ERR_PTR(-ENOMEM);
@@ -215,14 +215,14 @@ struct emu_proc *emu_proc_create(struct emu_node *en, u16 pasid)
 	struct kfd_process *p;
 	int r = -ENOMEM;
 
-	ep = kzalloc(sizeof(*ep), GFP_KERNEL);
+	ep = kzalloc_obj(*ep);
 	if (!ep)
 		return ERR_PTR(-ENOMEM);
 	ep->en = en;
-	ep->p = p = kzalloc(sizeof(*p), GFP_KERNEL);
-	ep->pdd = pdd = kzalloc(sizeof(*pdd), GFP_KERNEL);
-	ep->drm_file = kzalloc(sizeof(*ep->drm_file), GFP_KERNEL);
-	ep->fpriv = kzalloc(sizeof(*ep->fpriv), GFP_KERNEL);
+	ep->p = p = kzalloc_obj(*p);
+	ep->pdd = pdd = kzalloc_obj(*pdd);
+	ep->drm_file = kzalloc_obj(*ep->drm_file);
+	ep->fpriv = kzalloc_obj(*ep->fpriv);
 	if (!p || !pdd || !ep->drm_file || !ep->fpriv)
 		goto fail;
 	pdd->qpd.doorbell_bitmap = bitmap_zalloc(KFD_MAX_NUM_OF_QUEUES_PER_PROCESS, GFP_KERNEL);

@@ -131,11 +131,6 @@ struct amdgpu_task_info *amdgpu_vm_get_task_info_pasid(struct amdgpu_device *ade
 	return NULL;
 }
 
-struct amdgpu_task_info *amdgpu_vm_get_task_info_vm(struct amdgpu_vm *vm)
-{
-	return NULL;
-}
-
 void amdgpu_vm_print_task_info(struct amdgpu_device *adev, struct amdgpu_task_info *task_info)
 {
 }

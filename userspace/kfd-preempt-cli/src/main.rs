@@ -170,7 +170,10 @@ fn info(json: bool) -> CliResult {
     );
     println!("max batch:  {}", info.max_batch);
     if info.min_preempt_interval_us != 0 {
-        println!("rate limit: one PREEMPT or FREEZE per node every {} us", info.min_preempt_interval_us);
+        println!(
+            "rate limit: one PREEMPT or FREEZE per node every {} us",
+            info.min_preempt_interval_us
+        );
     }
     println!(
         "structs:    queue_ref {} bytes, queue_info {} bytes",

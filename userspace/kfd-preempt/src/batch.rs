@@ -175,7 +175,9 @@ impl fmt::Display for EntryError {
             EntryError::Hardware => "node reset or scheduler hang (see the kernel log)",
             EntryError::Cancelled => "not attempted: another entry failed (all-or-nothing)",
             EntryError::NoMemory => "out of memory",
-            EntryError::TooSoon => "too soon after the node's last preemption (min_preempt_interval_us); retry later",
+            EntryError::TooSoon => {
+                "too soon after the node's last preemption (min_preempt_interval_us); retry later"
+            }
             EntryError::Other(e) => return f.write_str(&describe(Errno::from_raw_os_error(*e))),
         })
     }
