@@ -49,8 +49,13 @@ ITEMS = [
     ("function", "amdkfd/kfd_device_queue_manager.c", "unmap_queues_cpsch"),
     ("function", "amdkfd/kfd_device_queue_manager.c", "set_queue_as_reset"),
     ("function", "amdkfd/kfd_device_queue_manager.c", "kfd_hws_hang"),
+    ("function", "amdkfd/kfd_device_queue_manager.c", "execute_queues_cpsch"),
+    ("function", "amdkfd/kfd_device_queue_manager.c", "process_termination_cpsch"),
+    ("function", "amdkfd/kfd_device_queue_manager.c", "dqm_evict_mqd_bo"),
     ("function", "amdkfd/kfd_chardev.c", "kfd_open"),
+    ("function", "amdkfd/kfd_chardev.c", "kfd_release"),
     ("function", "amdkfd/kfd_process.c", "kfd_process_notifier_release_internal"),
+    ("function", "amdkfd/kfd_process_queue_manager.c", "pqm_uninit"),
 ]
 
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)

@@ -5,6 +5,7 @@
 #   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests, the amdkfd emulation
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
+#   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4 and names a change
 # With arguments, only the named checks run. Exits non-zero if any failed.
 # (W=1 and clippy warnings are checked by scripts/build-module.sh.)
 set -uo pipefail
@@ -37,7 +38,36 @@ clippy-userspace() {
 	(cd userspace && cargo clippy --quiet --workspace --all-targets -- -D warnings)
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace
+# The build's reviewed-amdkfd gate (scripts/amdkfd-fingerprint.py): the test
+# kernel's amdkfd passes; a copy with one function body changed fails and
+# names it; the override builds anyway and records what was not reviewed.
+amdkfd-fingerprint() {
+	local amd tmp out
+	amd=$src/drivers/gpu/drm/amd
+	tmp=$(mktemp -d)
+	out=$tmp/fp.h
+	python3 scripts/amdkfd-fingerprint.py check "$amd" src/glue/amdkfd-reviewed.txt "$out" ||
+		{ rm -rf "$tmp"; return 1; }
+	grep -q 'KFDP_AMDKFD_UNREVIEWED ""' "$out" || { rm -rf "$tmp"; return 1; }
+	cp -r "$amd/amdkfd" "$amd/include" "$tmp/"
+	sed -i 's/dqm->active_queue_count--;/dqm->active_queue_count -= 1;/' \
+		"$tmp/amdkfd/kfd_device_queue_manager.c"
+	if python3 scripts/amdkfd-fingerprint.py check "$tmp" src/glue/amdkfd-reviewed.txt \
+		"$out" 2>"$tmp/err"; then
+		echo "a changed decrement_queue_count passed the fingerprint check" >&2
+		rm -rf "$tmp"
+		return 1
+	fi
+	grep -q 'decrement_queue_count' "$tmp/err" || { cat "$tmp/err"; rm -rf "$tmp"; return 1; }
+	KFDP_ALLOW_UNREVIEWED_AMDKFD=1 python3 scripts/amdkfd-fingerprint.py check "$tmp" \
+		src/glue/amdkfd-reviewed.txt "$out" &&
+		grep -q 'KFDP_AMDKFD_UNREVIEWED "function decrement_queue_count' "$out"
+	local r=$?
+	rm -rf "$tmp"
+	return $r
+}
+
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint
 failed=0
 for check in "$@"; do
 	if "$check"; then

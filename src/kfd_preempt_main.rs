@@ -29,6 +29,7 @@ use kernel::{
         Dir,
         Scope, //
     },
+    error::to_result,
     miscdevice::{
         MiscDeviceOptions,
         MiscDeviceRegistration, //
@@ -105,7 +106,7 @@ struct GlueState(());
 impl GlueState {
     fn new() -> Result<Self> {
         // SAFETY: Registers a static notifier block once; `Drop` removes it.
-        errno_result(unsafe { glue::kfdp_pm_register() })?;
+        to_result(unsafe { glue::kfdp_pm_register() })?;
         // INVARIANT: Registered just above.
         Ok(GlueState(()))
     }
@@ -118,15 +119,6 @@ impl Drop for GlueState {
         // SAFETY: Called once, at module exit, after the misc device (the only
         // way into the glue) is gone.
         unsafe { glue::kfdp_nodes_forget() };
-    }
-}
-
-/// `Ok` for 0, else the error of a negative errno.
-fn errno_result(r: c_int) -> Result {
-    if r < 0 {
-        Err(Error::from_errno(r))
-    } else {
-        Ok(())
     }
 }
 

@@ -47,6 +47,8 @@ pub(crate) struct MockProc {
 pub(crate) struct World {
     pub(crate) procs: KVec<MockProc>,
     pub(crate) runlist_updates: u32,
+    /// A node whose FREEZE answers EAGAIN (the glue's rate limit).
+    pub(crate) freeze_too_soon: Option<u32>,
 }
 
 /// The model backend; clones share one world.
@@ -61,6 +63,7 @@ impl Mock {
             new_mutex!(World {
                 procs: KVec::new(),
                 runlist_updates: 0,
+                freeze_too_soon: None,
             }),
             GFP_KERNEL,
         )?;
@@ -68,8 +71,9 @@ impl Mock {
     }
 
     /// Adds a process with `nq` active queues on node `gpu_id`; its key is
-    /// also the "fd" that attaches it. Keys are small, so they never collide
-    /// with the real backend's keys in the shared registry.
+    /// also the "fd" that attaches it (adding it again on another node gives
+    /// it a second GPU). Keys are small, so they never collide with the real
+    /// backend's keys in the shared registry.
     pub(crate) fn add_proc(&self, key: u64, gpu_id: u32, nq: u32) -> Result {
         let mut queues = KVec::new();
         for id in 0..nq {
@@ -146,7 +150,7 @@ impl Backend for Mock {
 
     fn gpu_ids(&self, t: &u64) -> KVec<u32> {
         let mut v = KVec::new();
-        if let Some(p) = self.world.lock().procs.iter().find(|p| p.key == *t) {
+        for p in self.world.lock().procs.iter().filter(|p| p.key == *t) {
             let _ = v.push(p.gpu_id, GFP_KERNEL);
         }
         v
@@ -234,6 +238,13 @@ impl Backend for Mock {
 
     fn freeze(&self, t: &u64, gpu_id: u32, thaw: bool) -> FreezeOutcome {
         let mut w = self.world.lock();
+        if !thaw && w.freeze_too_soon == Some(gpu_id) {
+            return FreezeOutcome {
+                status: EAGAIN.to_errno(),
+                applied: false,
+                elapsed_ns: 0,
+            };
+        }
         let Some(p) = w
             .procs
             .iter_mut()
@@ -477,6 +488,35 @@ mod tests {
         assert_eq!(m.active(161) + m.active(162), 4);
         assert!(!REGISTRY.lock().frozen(162, GPU));
         assert!(m.world.lock().procs.iter().all(|p| p.frozen == 0));
+        Ok(())
+    }
+
+    /// A FREEZE of every node that is too soon on one of them changes
+    /// nothing: the nodes it froze first are thawed again.
+    #[test]
+    fn freeze_too_soon_on_one_node_changes_nothing() -> Result {
+        const GPU2: u32 = 0x2002;
+        let m = world(&[(191, 2)])?;
+        m.add_proc(191, GPU2, 1)?;
+        m.world.lock().freeze_too_soon = Some(GPU2);
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 191)?;
+        let mut f = kfdp_freeze {
+            handle: h,
+            ..Default::default()
+        };
+        o.freeze(&mut f, false)?;
+        assert_eq!(f.status, EAGAIN.to_errno());
+        assert!(m.world.lock().procs.iter().all(|p| p.frozen == 0));
+        assert!(!REGISTRY.lock().frozen(191, GPU));
+        assert_eq!(m.active(191), 3);
+        // Nothing is held, so there is nothing to thaw.
+        let mut t = kfdp_freeze {
+            handle: h,
+            ..Default::default()
+        };
+        assert_eq!(o.freeze(&mut t, true), Err(EINVAL));
+        o.close();
         Ok(())
     }
 

@@ -449,7 +449,9 @@ impl<B: Backend> Owner<B> {
             };
             match (it.marked, pos) {
                 (true, Some(p)) => {
-                    if op == Op::Preempt {
+                    // A refused or failed PREEMPT of a held mark (EAGAIN,
+                    // EIO) changes nothing, its lease included.
+                    if op == Op::Preempt && it.status >= 0 {
                         state.marks[p].since = since;
                         state.marks[p].lease_ns = lease_ns;
                     }
@@ -568,6 +570,8 @@ impl<B: Backend> Owner<B> {
 
         let mut status = 0;
         let mut elapsed = 0u64;
+        // Nodes this FREEZE froze, to take back if another one was too soon.
+        let mut frozen_now = KVec::new();
         for &g in gpus.iter() {
             let o = self.backend.freeze(target, g, thaw);
             elapsed += o.elapsed_ns;
@@ -577,6 +581,12 @@ impl<B: Backend> Owner<B> {
             if !o.applied {
                 continue;
             }
+            if !thaw && frozen_now.push(g, GFP_KERNEL).is_err() {
+                // Could not remember it for an undo: undo it now.
+                let _ = self.backend.freeze(target, g, true);
+                status = neg(ENOMEM);
+                continue;
+            }
             let mut reg = REGISTRY.lock();
             if thaw {
                 reg.thaw(key, g, self.id);
@@ -584,6 +594,7 @@ impl<B: Backend> Owner<B> {
                 // Could not record it: undo rather than leave it unowned.
                 drop(reg);
                 let _ = self.backend.freeze(target, g, true);
+                frozen_now.pop();
                 status = neg(ENOMEM);
                 continue;
             }
@@ -606,6 +617,22 @@ impl<B: Backend> Owner<B> {
                         },
                         GFP_KERNEL,
                     );
+                }
+            }
+        }
+        // EAGAIN (the rate limit) promises that nothing changed: thaw what
+        // this call froze on the other nodes.
+        if !thaw && status == neg(EAGAIN) {
+            for &g in frozen_now.iter() {
+                let o = self.backend.freeze(target, g, true);
+                elapsed += o.elapsed_ns;
+                REGISTRY.lock().thaw(key, g, self.id);
+                if let Some(x) = state
+                    .freezes
+                    .iter_mut()
+                    .find(|x| x.handle == f.handle && x.gpu_id == g)
+                {
+                    x.count -= 1;
                 }
             }
         }

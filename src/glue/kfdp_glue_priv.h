@@ -37,9 +37,11 @@ int kfdp_check_layout(struct kfd_process *p, const struct module *owner);
 
 /* Per-node state between calls (kfdp_nodes.c). */
 extern unsigned int kfdp_min_preempt_interval_us;
-int kfdp_node_claim(u32 gpu_id, unsigned long *prev);
-void kfdp_node_unclaim(u32 gpu_id, unsigned long prev);
-void kfdp_node_set_deferred(u32 gpu_id, bool deferred);
-bool kfdp_node_deferred(u32 gpu_id);
+void kfdp_node_prepare(u32 gpu_id);
+int kfdp_node_claim_off(u32 gpu_id, bool check_only);
+void kfdp_node_claim_on(u32 gpu_id);
+void kfdp_node_defer(u32 gpu_id);
+bool kfdp_node_deferred(u32 gpu_id, u64 *seq);
+void kfdp_node_triggered(u32 gpu_id, u64 seq);
 
 #endif /* KFDP_GLUE_PRIV_H */

@@ -24,6 +24,7 @@
 #define KFDP_ITEM_GROUPED	(1u << 1) /* its node has been handled */
 #define KFDP_ITEM_NEEDS_TRIGGER	(1u << 2) /* HWS: is_active changed */
 #define KFDP_ITEM_NEEDS_CALL	(1u << 3) /* MES: one update_queue of its own */
+#define KFDP_ITEM_WOULD_CHANGE	(1u << 4) /* dry run: would need a trigger */
 
 /*
  * Copies of amdkfd's static increment/decrement_queue_count()
@@ -132,8 +133,11 @@ static void kfdp_mark(struct device_queue_manager *dqm,
 		return;
 	}
 	it->status = 0;
-	if (dry_run)
+	if (dry_run) {
+		if (q->properties.is_active)
+			it->state |= KFDP_ITEM_WOULD_CHANGE;
 		return;
+	}
 
 	/* As suspend_single_queue() does, minus the debugger's bookkeeping. */
 	q->properties.is_suspended = true;
@@ -259,7 +263,9 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
  * p->mutex) from starting and a trylocked p->mutex keeps its queues from
  * being destroyed; trylock, because kfd's order is p->mutex, then dqm_lock.
  * Returns -ENOENT if the node has no such process: then amdkfd itself can
- * map nothing either until a process is restored or created.
+ * map nothing either until a process is restored or created; -EACCES if
+ * that trigger's own unmap reset a queue (its process is then no longer
+ * healthy, and the caller may try again).
  */
 static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
 				struct kfdp_glue_result *res)
@@ -288,6 +294,12 @@ static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
 		if (!found)
 			continue;
 		p = pdd->process;
+		/*
+		 * A secondary context is torn down at its fd's close, without
+		 * mm_users or p->mutex (kfd_release): only primary ones.
+		 */
+		if (p->context_id != KFD_CONTEXT_ID_PRIMARY)
+			continue;
 		mm = READ_ONCE(p->mm);
 		if (!mm || !mmget_not_zero(mm))
 			continue;
@@ -321,7 +333,7 @@ static int kfdp_trigger_node(struct device_queue_manager *dqm,
 			     struct kfdp_glue_result *res)
 {
 	int r = -ENOENT;
-	int pass;
+	int pass, tries;
 	u32 i;
 
 	for (pass = 0; pass < 2 && r == -ENOENT; pass++) {
@@ -336,12 +348,21 @@ static int kfdp_trigger_node(struct device_queue_manager *dqm,
 				break;
 		}
 	}
-	/* The unmap happened, the map did not: never leave the node so. */
+	/*
+	 * The unmap happened, the map did not (-EACCES): never leave the node
+	 * so. No queue of the batch could serve (-ENOENT: destroyed, S4): any
+	 * of the node's may. Each -EACCES marks one more process as reset, so
+	 * a few tries reach a healthy one or run out of them.
+	 */
+	for (tries = 0; (r == -EACCES || r == -ENOENT) && tries < 4; tries++) {
+		int again = kfdp_trigger_healthy(dqm, res);
+
+		if (again == -ENOENT)
+			break;	/* none: a -EACCES stays one (EIO below) */
+		r = again;
+	}
 	if (r == -EACCES)
-		r = kfdp_trigger_healthy(dqm, res) == 0 ? 0 : -EIO;
-	/* No queue of the batch can serve (destroyed, S4): any of the node's. */
-	else if (r == -ENOENT)
-		r = kfdp_trigger_healthy(dqm, res);
+		r = -EIO;
 
 	for (i = 0; i < n; i++) {
 		struct kfdp_glue_item *it = &items[i];
@@ -378,26 +399,57 @@ static void kfdp_call_each(struct device_queue_manager *dqm,
 	}
 }
 
+/*
+ * The rate limit refused this node's PREEMPT (kfdp_nodes.c): take back what
+ * this call did to it, under the same dqm_lock, so that nothing changed.
+ * Marks that needed no hardware (ALREADY, evicted queues) stand.
+ */
+static void kfdp_refuse_node(struct device_queue_manager *dqm,
+			     struct kfdp_glue_item *items, u32 n, int status)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		struct kfdp_glue_item *it = &items[i];
+		bool owned = it->flags & KFDP_GLUE_ITEM_OWNED;
+		struct kfd_process_device *pdd = it->pdd;
+		struct queue *q;
+
+		if (!(it->state & (KFDP_ITEM_NEEDS_TRIGGER | KFDP_ITEM_NEEDS_CALL |
+				   KFDP_ITEM_WOULD_CHANGE)) || kfdp_item_dqm(it) != dqm)
+			continue;
+		q = kfdp_find_queue(pdd, it->queue_id);
+		if (q && it->marked && !owned) {
+			q->properties.is_suspended = false;
+			if (it->state & KFDP_ITEM_NEEDS_TRIGGER) {
+				q->properties.is_active = true;
+				kfdp_increment_queue_count(dqm, &pdd->qpd, q);
+			}
+			it->marked = false;
+		}
+		it->state &= ~(KFDP_ITEM_NEEDS_TRIGGER | KFDP_ITEM_NEEDS_CALL |
+			       KFDP_ITEM_WOULD_CHANGE);
+		it->status = status;
+	}
+}
+
 static void kfdp_apply_node(u32 op, bool dry_run,
 			    struct device_queue_manager *dqm,
 			    struct kfdp_glue_item *items, u32 n,
 			    struct kfdp_glue_result *res)
 {
+	bool need_trigger = false, need_call = false, would = false;
 	u32 node_id = dqm->dev->id;
-	bool need_trigger = false, need_call = false, claimed = false;
-	unsigned long prev = 0;
 	bool pending = false;
 	int refuse = 0;
+	u64 seq;
 	u32 i;
 
-	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS) {
+	kfdp_node_prepare(node_id);	/* allocates: before dqm_lock */
+	if (dqm->sched_policy == KFD_SCHED_POLICY_NO_HWS)
 		refuse = -EOPNOTSUPP;	/* NO_HWS cannot be driven cross-process */
-	} else if (op == KFDP_GLUE_PREEMPT) {
-		/* The rate limit (kfdp_nodes.c): RESUME is never refused. */
-		refuse = kfdp_node_claim(node_id, &prev);
-		claimed = !refuse;
-		pending = kfdp_node_deferred(node_id);
-	}
+	else if (op == KFDP_GLUE_PREEMPT)
+		pending = kfdp_node_deferred(node_id, &seq);
 
 	dqm_lock(dqm);
 	/* A hung scheduler is about to be reset: take nothing more off it. */
@@ -420,6 +472,16 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 		}
 		need_trigger |= !!(it->state & KFDP_ITEM_NEEDS_TRIGGER);
 		need_call |= !!(it->state & KFDP_ITEM_NEEDS_CALL);
+		would |= !!(it->state & KFDP_ITEM_WOULD_CHANGE);
+	}
+	/*
+	 * The rate limit, once it is known that this PREEMPT would reach the
+	 * hardware; a dry run only looks.
+	 */
+	if (op == KFDP_GLUE_PREEMPT && (need_trigger || need_call || would) &&
+	    kfdp_node_claim_off(node_id, dry_run)) {
+		kfdp_refuse_node(dqm, items, n, -EAGAIN);
+		need_trigger = need_call = false;
 	}
 	/*
 	 * Scheduler stopped, halted or hung: start, unhalt or the reset will
@@ -437,18 +499,20 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 	}
 	dqm_unlock(dqm);
 
-	/* Only what reaches the hardware counts against the rate limit. */
-	if (claimed && (dry_run || (!need_trigger && !need_call)))
-		kfdp_node_unclaim(node_id, prev);
+	/* A RESUME is never refused: it waits for the node's turn. */
+	if (op == KFDP_GLUE_RESUME && (need_trigger || need_call))
+		kfdp_node_claim_on(node_id);
 
 	if (need_trigger) {
-		int r = kfdp_trigger_node(dqm, items, n, res);
+		int r;
 
-		/* Any runlist built now honours every mark of the node. */
+		/* Every mark made so far is in amdkfd's state: the runlist honours it. */
+		kfdp_node_deferred(node_id, &seq);
+		r = kfdp_trigger_node(dqm, items, n, res);
 		if (!r)
-			kfdp_node_set_deferred(node_id, false);
+			kfdp_node_triggered(node_id, seq);
 		else if (r == -ENOENT && op == KFDP_GLUE_PREEMPT)
-			kfdp_node_set_deferred(node_id, true);
+			kfdp_node_defer(node_id);
 	}
 	kfdp_call_each(dqm, items, n, res);
 }
@@ -625,13 +689,17 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 		r = -EOPNOTSUPP;
 		goto out;
 	}
-	/* An eviction takes the process's queues off the node: rate limited. */
-	if (!thaw) {
-		unsigned long prev;
-
-		r = kfdp_node_claim(pdd->dev->id, &prev);
+	/*
+	 * The rate limit, for what reaches the hardware: the first eviction
+	 * unmaps, the last restore maps (nested ones only count).
+	 */
+	kfdp_node_prepare(pdd->dev->id);
+	if (!thaw && !READ_ONCE(pdd->qpd.evicted)) {
+		r = kfdp_node_claim_off(pdd->dev->id, false);
 		if (r)
 			goto out;
+	} else if (thaw && READ_ONCE(pdd->qpd.evicted) == 1) {
+		kfdp_node_claim_on(pdd->dev->id);
 	}
 	/* qpd->evicted nests with amdkfd's own evictions; we keep it paired. */
 	t0 = ktime_get_ns();
@@ -644,6 +712,14 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 		 */
 		r = dqm->ops.restore_process_queues(dqm, &pdd->qpd);
 		*applied = true;
+		/*
+		 * Only a failed MES add (or an S4 repin, which kfd_preempt keeps
+		 * away: src/pm.rs) leaves the count up; a retry would
+		 * double-count the queues already added. Say so.
+		 */
+		if (r && READ_ONCE(pdd->qpd.evicted))
+			pr_warn_ratelimited("kfd_preempt: THAW of pid %d failed (%d) and amdkfd still counts it evicted; its queues stay off until amdkfd restores it\n",
+					    t->tgid, r);
 	} else {
 		/* Evict counts the eviction even if the unmap then fails. */
 		r = dqm->ops.evict_process_queues(dqm, &pdd->qpd);
