@@ -127,6 +127,9 @@ int emu_queue_update(struct emu_proc *ep, unsigned int idx, struct mqd_update_in
 int emu_node_reset(struct emu_node *en);
 unsigned int emu_count_active(struct emu_node *en);
 
+/* emu_debugger.c, compiled within amdkfd's kfd_device_queue_manager.c */
+int emu_debugger_suspend(struct kfd_process_device *pdd, struct queue *q);
+
 /* emu_hws.c */
 void emu_hws_load_hiq(struct emu_node *en, struct v9_mqd *mqd);
 void emu_hws_doorbell(struct emu_node *en, u64 wptr);

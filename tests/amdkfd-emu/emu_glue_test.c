@@ -734,6 +734,51 @@ static void hws_debugger_resumes_behind_us(struct kunit *test)
 	expect_consistent(test, en, true);
 }
 
+/*
+ * The KFD debugger attaches to a tenant we hold: it suspends its own queue
+ * and ours through amdkfd's suspend_single_queue(); while it is attached
+ * the glue refuses both (EBUSY) and gives ours up to it; its resume at
+ * detach maps everything again.
+ */
+static void hws_debugger_suspends_ours_and_its_own(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
+	struct kfd_process *p = procs[0]->p;
+	struct kfdp_glue_item *ours, *its;
+	struct kfdp_glue_result res;
+	u32 n, m;
+
+	ours = items(test, procs, 1, 0, 1, &n);
+	its = items(test, procs, 1, 1, 1, &m);
+	apply_ok(test, KFDP_GLUE_PREEMPT, ours, n, &res);
+
+	/* Runtime enable clears EC_QUEUE_NEW; then the debugger suspends. */
+	p->debug_trap_enabled = true;
+	procs[0]->q[0]->properties.exception_status = 0;
+	procs[0]->q[1]->properties.exception_status = 0;
+	KUNIT_EXPECT_EQ(test, 0, emu_debugger_suspend(procs[0]->pdd, procs[0]->q[1]));
+	KUNIT_EXPECT_EQ(test, 0, emu_debugger_suspend(procs[0]->pdd, procs[0]->q[0]));
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+
+	apply(KFDP_GLUE_PREEMPT, its, m, &res);
+	expect_status(test, its, m, -EBUSY);
+	KUNIT_EXPECT_FALSE(test, its[0].marked);
+	apply(KFDP_GLUE_RESUME, ours, n, &res);
+	expect_status(test, ours, n, -EBUSY);
+	KUNIT_EXPECT_FALSE(test, ours[0].marked);	/* the debugger owns it now */
+	KUNIT_EXPECT_TRUE(test, procs[0]->q[0]->properties.is_suspended);
+
+	/* Detach: the debugger resumes everything it holds. */
+	mutex_lock(&p->mutex);
+	resume_queues(p, 0, NULL);
+	mutex_unlock(&p->mutex);
+	p->debug_trap_enabled = false;
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
 /* A queue created while its process is frozen is held back until THAW. */
 static void hws_queue_created_while_frozen(struct kunit *test)
 {
@@ -982,6 +1027,7 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_freeze_thaw),
 	KUNIT_CASE(hws_queue_created_while_frozen),
 	KUNIT_CASE(hws_debugger_resumes_behind_us),
+	KUNIT_CASE(hws_debugger_suspends_ours_and_its_own),
 	KUNIT_CASE(hws_oversubscribed),
 	KUNIT_CASE(hws_cu_mask_while_preempted),
 	KUNIT_CASE(hws_gws_while_preempted),
