@@ -68,6 +68,9 @@ struct emu_hws {
 	unsigned int map_queues;
 	unsigned int chained;
 	unsigned int write_data;
+	/* MES nodes (emu_mes.c): one call per queue. */
+	unsigned int mes_adds;
+	unsigned int mes_removes;
 	/* Protocol violations: each must stay 0. */
 	unsigned int errors;
 
@@ -112,7 +115,7 @@ struct emu_proc {
 };
 
 /* emu_node.c */
-struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask);
+struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask, bool mes);
 void emu_node_destroy(struct emu_node *en);
 struct emu_node *emu_node_of_adev(struct amdgpu_device *adev);
 struct emu_node *emu_node_of_kfd(struct kfd_dev *kfd);
@@ -145,6 +148,9 @@ void emu_mem_cleanup(void);
 void __cyg_profile_func_enter(void *fn, void *site);
 void __cyg_profile_func_exit(void *fn, void *site);
 void emu_cov_report(void);
+
+/* emu_mes.c */
+extern const struct amdgpu_mes_funcs emu_mes_funcs;
 
 /* emu_stubs.c */
 extern const struct kfd2kgd_calls emu_kfd2kgd;

@@ -39,16 +39,33 @@ static void node_release(void *data)
 	emu_node_destroy(data);
 }
 
-static struct emu_node *node(struct kunit *test, u32 gpu_id)
+static struct emu_node *new_node(struct kunit *test, u32 gpu_id, bool mes)
 {
-	struct emu_node *en = emu_node_create(gpu_id, 0x1);
+	struct emu_node *en = emu_node_create(gpu_id, 0x1, mes);
 
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(en), "bring-up failed: %ld", PTR_ERR(en));
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, node_release, en));
-	/* amdkfd's own start: SET_RESOURCES, no runlist (no process yet). */
+	return en;
+}
+
+/* An MI300 node: amdkfd's own start sent SET_RESOURCES, no runlist yet. */
+static struct emu_node *node(struct kunit *test, u32 gpu_id)
+{
+	struct emu_node *en = new_node(test, gpu_id, false);
+
 	KUNIT_EXPECT_EQ(test, 1, en->hws.hiq_loads);
 	KUNIT_EXPECT_EQ(test, 1, en->hws.set_resources);
 	KUNIT_EXPECT_EQ(test, 0, en->hws.runlists);
+	return en;
+}
+
+/* A GC 11 node: no HIQ, nothing sent to MES before the first queue. */
+static struct emu_node *mes_node(struct kunit *test, u32 gpu_id)
+{
+	struct emu_node *en = new_node(test, gpu_id, true);
+
+	KUNIT_EXPECT_EQ(test, 0, en->hws.hiq_loads);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.mes_adds);
 	return en;
 }
 
@@ -84,7 +101,8 @@ static void expect_consistent(struct kunit *test, struct emu_node *en, bool mapp
 	KUNIT_EXPECT_EQ(test, active, dqm->active_queue_count);
 	KUNIT_EXPECT_EQ(test, active, dqm->active_cp_queue_count);
 	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
-	KUNIT_EXPECT_EQ(test, mapped && active, en->hws.runlist_active);
+	if (!en->kfd.shared_resources.enable_mes)	/* MES has no runlist */
+		KUNIT_EXPECT_EQ(test, mapped && active, en->hws.runlist_active);
 	KUNIT_EXPECT_EQ(test, mapped ? active : 0, en->hws.n_mapped);
 	dqm_lock(dqm);
 	list_for_each_entry(cur, &dqm->queues, list)
@@ -969,6 +987,72 @@ static void srcversion_is_an_extra_check(struct kunit *test)
 	KUNIT_EXPECT_STREQ(test, "", kfdp_amdkfd_unreviewed());
 }
 
+/*
+ * GC 11 (MES): no runlist; the same marks, then one remove (PREEMPT) or add
+ * (RESUME) per queue through amdkfd's remove_queue_mes/add_queue_mes.
+ */
+static void mes_one_call_per_queue(struct kunit *test)
+{
+	struct emu_node *en = mes_node(test, GPU_A);
+	struct emu_proc *procs[2] = { proc(test, en, 1, 2), proc(test, en, 2, 2) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	unsigned int adds, removes;
+	u32 n;
+
+	KUNIT_EXPECT_EQ(test, 4, en->hws.mes_adds);
+	KUNIT_EXPECT_EQ(test, 4, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+
+	it = items(test, procs, 2, 0, 2, &n);
+	n = 3;	/* both queues of the first process, one of the second */
+	removes = en->hws.mes_removes;
+	apply_ok(test, KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 3, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, removes + 3, en->hws.mes_removes);
+	KUNIT_EXPECT_EQ(test, 1, en->hws.n_mapped);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[1]->q[1]));
+	expect_consistent(test, en, true);
+
+	/* Held: a second PREEMPT calls nothing. */
+	apply(KFDP_GLUE_PREEMPT, it, n, &res);
+	expect_status(test, it, n, KFDP_R_ALREADY);
+	KUNIT_EXPECT_EQ(test, 0, res.runlist_updates);
+
+	adds = en->hws.mes_adds;
+	apply_ok(test, KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 3, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, adds + 3, en->hws.mes_adds);
+	KUNIT_EXPECT_EQ(test, 4, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/* MES: FREEZE and THAW remove and add every queue; a held queue stays off. */
+static void mes_freeze_thaw(struct kunit *test)
+{
+	struct emu_node *en = mes_node(test, GPU_A);
+	struct emu_proc *procs[1] = { proc(test, en, 1, 3) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	bool applied;
+	u64 ns;
+	u32 n;
+
+	it = items(test, procs, 1, 0, 1, &n);
+	apply_ok(test, KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	expect_consistent(test, en, true);
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&procs[0]->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 0, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&procs[0]->t, GPU_A, true, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	apply_ok(test, KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 3, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
 struct emu_leak_check {
 	struct kunit *test;
 	unsigned int live;
@@ -1049,6 +1133,12 @@ static struct kunit_case kfdp_amdkfd_faults_cases[] = {
 	{}
 };
 
+static struct kunit_case kfdp_amdkfd_mes_cases[] = {
+	KUNIT_CASE(mes_one_call_per_queue),
+	KUNIT_CASE(mes_freeze_thaw),
+	{}
+};
+
 static struct kunit_case kfdp_amdkfd_identity_cases[] = {
 	KUNIT_CASE(layout_checks),
 	KUNIT_CASE(srcversion_is_an_extra_check),
@@ -1067,6 +1157,12 @@ static struct kunit_suite kfdp_amdkfd_faults_suite = {
 	.test_cases = kfdp_amdkfd_faults_cases,
 };
 
+static struct kunit_suite kfdp_amdkfd_mes_suite = {
+	.name = "kfdp_amdkfd_mes",
+	.init = emu_test_init,
+	.test_cases = kfdp_amdkfd_mes_cases,
+};
+
 static struct kunit_suite kfdp_amdkfd_identity_suite = {
 	.name = "kfdp_amdkfd_identity",
 	.init = emu_test_init,
@@ -1074,4 +1170,4 @@ static struct kunit_suite kfdp_amdkfd_identity_suite = {
 };
 
 kunit_test_suites(&kfdp_amdkfd_hws_suite, &kfdp_amdkfd_faults_suite,
-		  &kfdp_amdkfd_identity_suite);
+		  &kfdp_amdkfd_mes_suite, &kfdp_amdkfd_identity_suite);

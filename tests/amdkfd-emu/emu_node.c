@@ -75,7 +75,11 @@ static void emu_shared_resources(struct kgd2kfd_shared_resources *sr)
 	sr->enable_mes = false;
 }
 
-struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask)
+/*
+ * A GC 9.4.3 (MI300) node under the emulated HWS, or with @mes a GC 11
+ * (RDNA3) node under the emulated MES.
+ */
+struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask, bool mes)
 {
 	struct amdgpu_device *adev;
 	struct emu_node *en;
@@ -105,8 +109,14 @@ struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask)
 	}
 	adev->dev = en->dev;
 	adev->asic_type = CHIP_IP_DISCOVERY;
-	adev->ip_versions[GC_HWIP][0] = IP_VERSION(9, 4, 3);
-	adev->ip_versions[SDMA0_HWIP][0] = IP_VERSION(4, 4, 2);
+	adev->ip_versions[GC_HWIP][0] = mes ? IP_VERSION(11, 0, 0) : IP_VERSION(9, 4, 3);
+	adev->ip_versions[SDMA0_HWIP][0] = mes ? IP_VERSION(6, 0, 0) : IP_VERSION(4, 4, 2);
+	if (mes) {
+		adev->mes.adev = adev;
+		adev->mes.funcs = &emu_mes_funcs;
+		mutex_init(&adev->mes.mutex_hidden);
+		adev->vm_manager.max_pfn = 1ULL << 36;
+	}
 	init_rwsem(&en->reset_domain.sem);
 	atomic_set(&en->reset_domain.in_gpu_reset, 0);
 	adev->reset_domain = &en->reset_domain;
@@ -132,6 +142,7 @@ struct emu_node *emu_node_create(u32 gpu_id, u32 xcc_mask)
 	en->kfd.nodes[0] = &en->node;
 	mutex_init(&en->kfd.profiler_lock);
 	emu_shared_resources(&en->kfd.shared_resources);
+	en->kfd.shared_resources.enable_mes = mes;
 
 	en->node.adev = adev;
 	en->node.kfd = &en->kfd;
@@ -332,12 +343,16 @@ int emu_queue_create(struct emu_proc *ep, u32 queue_id)
 	props.ctx_save_restore_area_size = 0x20000;
 	props.ctl_stack_size = PAGE_SIZE;
 	props.exception_status = KFD_EC_MASK(EC_QUEUE_NEW);
+	/* No write-pointer BO: amdgpu_bo_gpu_offset(NULL) is 0 (emu_stubs.c). */
+	props.wptr_bo = NULL;
 
 	r = init_queue(&q, &props);
 	if (r)
 		return r;
 	q->device = &ep->en->node;
 	q->process = ep->p;
+	/* MES: the gang context pqm would allocate; any distinct address. */
+	q->gang_ctx_gpu_addr = va + 0xa0000;
 	mutex_lock(&ep->p->mutex);
 	r = dqm->ops.create_queue(dqm, q, &ep->pdd->qpd, NULL, NULL, NULL);
 	mutex_unlock(&ep->p->mutex);

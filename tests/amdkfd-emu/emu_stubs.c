@@ -158,11 +158,13 @@ int amdgpu_queue_mask_bit_to_set_resource_bit(struct amdgpu_device *adev, int qu
 
 /*
  * BOs and VMs: reached only for S4 MQD eviction (adev->in_s4) and for the
- * buffer validation of kfd_queue.c, which only the pqm/chardev path runs.
+ * buffer validation of kfd_queue.c, which only the pqm/chardev path runs;
+ * but for add_queue_mes() asking the offset of a queue's write-pointer BO,
+ * which the emulation leaves NULL.
  */
 u64 amdgpu_bo_gpu_offset(struct amdgpu_bo *bo)
 {
-	WARN_ON_ONCE(1);
+	WARN_ON_ONCE(bo);
 	return 0;
 }
 
