@@ -102,12 +102,14 @@ void kfdp_node_prepare(u32 gpu_id)
 int kfdp_node_claim_off(u32 gpu_id, bool check_only)
 {
 	struct kfdp_node *n = kfdp_node(gpu_id);
-	u64 now = kfdp_now_us(), interval = kfdp_interval_us();
+	u64 now, interval = kfdp_interval_us();
 	int r = 0;
 
 	if (!n)
 		return 0;
 	spin_lock(&n->lock);
+	/* Read under the lock: claims are then in time order, never backwards. */
+	now = kfdp_now_us();
 	if (interval && n->off_us && now - n->off_us < interval)
 		r = -EAGAIN;
 	else if (!check_only)
@@ -132,8 +134,8 @@ void kfdp_node_claim_on(u32 gpu_id)
 	if (!n)
 		return;
 	for (;;) {
-		now = kfdp_now_us();
 		spin_lock(&n->lock);
+		now = kfdp_now_us();
 		wait = interval && n->on_us && now - n->on_us < interval ?
 		       interval - (now - n->on_us) : 0;
 		if (!wait)

@@ -25,6 +25,7 @@
 #define KFDP_ITEM_NEEDS_TRIGGER	(1u << 2) /* HWS: is_active changed */
 #define KFDP_ITEM_NEEDS_CALL	(1u << 3) /* MES: one update_queue of its own */
 #define KFDP_ITEM_WOULD_CHANGE	(1u << 4) /* dry run: would need a trigger */
+#define KFDP_ITEM_MARKED_NOW	(1u << 5) /* this call set is_suspended */
 
 /*
  * Copies of amdkfd's static increment/decrement_queue_count()
@@ -142,6 +143,7 @@ static void kfdp_mark(struct device_queue_manager *dqm,
 	/* As suspend_single_queue() does, minus the debugger's bookkeeping. */
 	q->properties.is_suspended = true;
 	it->marked = true;
+	it->state |= KFDP_ITEM_MARKED_NOW;
 	if (!q->properties.is_active)
 		return;
 	if (kfdp_node_uses_mes(dqm)) {
@@ -419,16 +421,22 @@ static void kfdp_refuse_node(struct device_queue_manager *dqm,
 				   KFDP_ITEM_WOULD_CHANGE)) || kfdp_item_dqm(it) != dqm)
 			continue;
 		q = kfdp_find_queue(pdd, it->queue_id);
-		if (q && it->marked && !owned) {
+		/*
+		 * Undo exactly what kfdp_mark() did in this call; a mark held
+		 * from before (ALREADY with a pending trigger) stays. A held
+		 * mark whose queue was resumed behind our back was marked anew
+		 * and is undone like a new one, but stays ours (@owned).
+		 */
+		if (q && (it->state & KFDP_ITEM_MARKED_NOW)) {
 			q->properties.is_suspended = false;
 			if (it->state & KFDP_ITEM_NEEDS_TRIGGER) {
 				q->properties.is_active = true;
 				kfdp_increment_queue_count(dqm, &pdd->qpd, q);
 			}
-			it->marked = false;
+			it->marked = owned;
 		}
 		it->state &= ~(KFDP_ITEM_NEEDS_TRIGGER | KFDP_ITEM_NEEDS_CALL |
-			       KFDP_ITEM_WOULD_CHANGE);
+			       KFDP_ITEM_WOULD_CHANGE | KFDP_ITEM_MARKED_NOW);
 		it->status = status;
 	}
 }
@@ -718,7 +726,7 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 		 * double-count the queues already added. Say so.
 		 */
 		if (r && READ_ONCE(pdd->qpd.evicted))
-			pr_warn_ratelimited("kfd_preempt: THAW of pid %d failed (%d) and amdkfd still counts it evicted; its queues stay off until amdkfd restores it\n",
+			pr_warn_ratelimited("kfd_preempt: THAW of pid %d failed (%d) and amdkfd still counts it evicted (a failed MES add): its queues not re-added stay off for the life of the process\n",
 					    t->tgid, r);
 	} else {
 		/* Evict counts the eviction even if the unmap then fails. */

@@ -924,11 +924,26 @@ static void hws_rate_limit(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, 0, pa[0]->pdd->qpd.evicted);
 	expect_consistent(test, a, true);
 
-	/* Another node has its own budget. */
-	apply_ok(test, KFDP_GLUE_PREEMPT, other, k, &res);
+	/*
+	 * A held mark whose queue the debugger resumed behind us is marked
+	 * anew by a second PREEMPT; refused, that is undone too.
+	 */
+	mutex_lock(&pa[0]->p->mutex);
+	resume_queues(pa[0]->p, 0, NULL);
+	mutex_unlock(&pa[0]->p->mutex);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(a, pa[0]->q[0]));
+	apply(KFDP_GLUE_PREEMPT, first, n, &res);
+	expect_status(test, first, n, -EAGAIN);
+	KUNIT_EXPECT_FALSE(test, pa[0]->q[0]->properties.is_suspended);
+	KUNIT_EXPECT_TRUE(test, pa[0]->q[0]->properties.is_active);
+	expect_consistent(test, a, true);
+	/* Still ours: RESUME finds it resumed behind our back. */
+	apply(KFDP_GLUE_RESUME, first, n, &res);
+	expect_status(test, first, n, KFDP_R_EXTERNAL);
+	KUNIT_EXPECT_FALSE(test, first[0].marked);
 
-	/* RESUME is never refused: nothing is held because of the limit. */
-	apply_ok(test, KFDP_GLUE_RESUME, first, n, &res);
+	/* Another node has its own budget; RESUME is never refused. */
+	apply_ok(test, KFDP_GLUE_PREEMPT, other, k, &res);
 	apply_ok(test, KFDP_GLUE_RESUME, other, k, &res);
 
 	kfdp_min_preempt_interval_us = 0;

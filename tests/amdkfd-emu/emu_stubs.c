@@ -91,7 +91,11 @@ void kfd_signal_reset_event(struct kfd_node *dev)
 	emu_node_of_adev(dev->adev)->reset_events++;
 }
 
-/* MES: this node runs the HWS. start_cpsch asks for the array size anyway. */
+/*
+ * MES helpers amdgpu exports to kfd (the MES itself is adev->mes.funcs,
+ * emu_mes.c): hang detection and queue reset are not emulated.
+ * start_cpsch asks for the hung-queue array size on every node.
+ */
 int amdgpu_mes_get_hung_queue_db_array_size(struct amdgpu_device *adev)
 {
 	return 0;
