@@ -483,15 +483,6 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 		would |= !!(it->state & KFDP_ITEM_WOULD_CHANGE);
 	}
 	/*
-	 * The rate limit, once it is known that this PREEMPT would reach the
-	 * hardware; a dry run only looks.
-	 */
-	if (op == KFDP_GLUE_PREEMPT && (need_trigger || need_call || would) &&
-	    kfdp_node_claim_off(node_id, dry_run)) {
-		kfdp_refuse_node(dqm, items, n, -EAGAIN);
-		need_trigger = need_call = false;
-	}
-	/*
 	 * Scheduler stopped, halted or hung: start, unhalt or the reset will
 	 * build the next runlist from our marks.
 	 */
@@ -504,6 +495,15 @@ static void kfdp_apply_node(u32 op, bool dry_run,
 				items[i].status = KFDP_R_DEFERRED;
 			}
 		need_trigger = false;
+	}
+	/*
+	 * The rate limit, once it is known that this PREEMPT would reach the
+	 * hardware (not a stopped scheduler); a dry run only looks.
+	 */
+	if (op == KFDP_GLUE_PREEMPT && (need_trigger || need_call || would) &&
+	    kfdp_node_claim_off(node_id, dry_run)) {
+		kfdp_refuse_node(dqm, items, n, -EAGAIN);
+		need_trigger = need_call = false;
 	}
 	dqm_unlock(dqm);
 
