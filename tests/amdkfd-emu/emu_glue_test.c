@@ -39,13 +39,18 @@ static void node_release(void *data)
 	emu_node_destroy(data);
 }
 
-static struct emu_node *new_node(struct kunit *test, u32 gpu_id, bool mes)
+static struct emu_node *new_node_xcc(struct kunit *test, u32 gpu_id, u32 xcc_mask, bool mes)
 {
-	struct emu_node *en = emu_node_create(gpu_id, 0x1, mes);
+	struct emu_node *en = emu_node_create(gpu_id, xcc_mask, mes);
 
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(en), "bring-up failed: %ld", PTR_ERR(en));
 	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, node_release, en));
 	return en;
+}
+
+static struct emu_node *new_node(struct kunit *test, u32 gpu_id, bool mes)
+{
+	return new_node_xcc(test, gpu_id, 0x1, mes);
 }
 
 /* An MI300 node: amdkfd's own start sent SET_RESOURCES, no runlist yet. */
@@ -814,6 +819,34 @@ static void hws_queue_created_while_frozen(struct kunit *test)
 	expect_consistent(test, en, true);
 }
 
+/*
+ * MI300X in SPX mode: one node of 8 XCCs. amdkfd writes 8 MQDs per queue
+ * and 8 HIQ MQDs, and checks every HIQ MQD for a failed preemption; the
+ * batch still costs one cycle and the MQDs survive.
+ */
+static void hws_eight_xccs(struct kunit *test)
+{
+	struct emu_node *en = new_node_xcc(test, GPU_A, 0xff, false);
+	struct emu_proc *procs[2] = { proc(test, en, 1, 3), proc(test, en, 2, 3) };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	struct emu_snap s;
+	u32 n;
+
+	KUNIT_EXPECT_EQ(test, 6, en->hws.n_mapped);
+	it = items(test, procs, 2, 0, 2, &n);
+	s = snap(en);
+	apply_ok(test, KFDP_GLUE_PREEMPT, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);
+	KUNIT_EXPECT_EQ(test, s.unmaps + 1, en->hws.unmaps);
+	KUNIT_EXPECT_EQ(test, s.runlists + 1, en->hws.runlists);
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+	apply_ok(test, KFDP_GLUE_RESUME, it, n, &res);
+	KUNIT_EXPECT_EQ(test, 6, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
 /* More processes than a quantum holds: amdkfd chains the runlist; marks still hold. */
 static void hws_oversubscribed(struct kunit *test)
 {
@@ -1128,6 +1161,7 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_debugger_resumes_behind_us),
 	KUNIT_CASE(hws_debugger_suspends_ours_and_its_own),
 	KUNIT_CASE(hws_oversubscribed),
+	KUNIT_CASE(hws_eight_xccs),
 	KUNIT_CASE(hws_cu_mask_while_preempted),
 	KUNIT_CASE(hws_gws_while_preempted),
 	KUNIT_CASE(hws_eviction_while_preempted),
