@@ -78,8 +78,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Capability bits of `kfdp_info::caps` this backend provides.
     fn caps(&self) -> u64;
 
-    /// The minimum time between two PREEMPT or FREEZE triggers of one of
-    /// its nodes (`KFDP_CAP_RATE_LIMIT`), in microseconds; 0: no limit.
+    /// The minimum time between two PREEMPT or FREEZE (or two RESUME or
+    /// THAW) triggers of one of its nodes (`KFDP_CAP_RATE_LIMIT`), in
+    /// microseconds; 0: no limit.
     fn min_preempt_interval_us(&self) -> u32 {
         0
     }

@@ -120,16 +120,13 @@ int kfdp_node_claim_off(u32 gpu_id, bool check_only)
 
 /*
  * A RESUME or THAW is about to put queues back on the node: wait until its
- * turn, then claim it. Called with no lock held; sleeps at most the
- * interval (at most a second).
+ * turn, then claim it. Called with no lock held, after kfdp_node_prepare();
+ * sleeps at most the interval (at most a second).
  */
 void kfdp_node_claim_on(u32 gpu_id)
 {
+	struct kfdp_node *n = kfdp_node(gpu_id);
 	u64 now, wait, interval = kfdp_interval_us();
-	struct kfdp_node *n;
-
-	kfdp_node_prepare(gpu_id);
-	n = kfdp_node(gpu_id);
 
 	if (!n)
 		return;

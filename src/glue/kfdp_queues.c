@@ -215,6 +215,31 @@ static void kfdp_unmark(struct device_queue_manager *dqm,
 }
 
 /*
+ * Can @q be update_queue()'s trigger? Called with dqm_lock held:
+ * update_mqd() dereferences q->mqd, and has_reset_queue skips the map.
+ */
+static bool kfdp_can_trigger(struct kfd_process_device *pdd, struct queue *q)
+{
+	return q && q->mqd && !q->needs_mqd_repin && !pdd->has_reset_queue &&
+	       !q->properties.is_being_destroyed;
+}
+
+/*
+ * The trigger itself, timed and counted; the caller holds @q's process's
+ * mutex, which keeps the queue from being destroyed under us.
+ */
+static int kfdp_timed_update(struct device_queue_manager *dqm, struct queue *q,
+			     struct kfdp_glue_result *res)
+{
+	u64 t0 = ktime_get_ns();
+	int r = dqm->ops.update_queue(dqm, q, NULL);
+
+	res->elapsed_ns += ktime_get_ns() - t0;
+	res->runlist_updates++;
+	return r;
+}
+
+/*
  * Calls update_queue() on @it's queue with its process's mutex held, which
  * keeps the queue from being destroyed under us (amdkfd's pqm holds it).
  * Returns -ENOENT if @it cannot serve (now), else update_queue()'s result.
@@ -226,7 +251,6 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
 	struct kfd_process_device *pdd = it->pdd;
 	struct kfd_process *p = pdd->process;
 	struct queue *q;
-	u64 t0;
 	int r;
 
 	if (block)
@@ -236,9 +260,7 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
 
 	dqm_lock(dqm);
 	q = kfdp_find_queue(pdd, it->queue_id);
-	/* update_mqd() dereferences q->mqd; has_reset_queue skips the map. */
-	if (!q || !q->mqd || q->needs_mqd_repin || pdd->has_reset_queue ||
-	    q->properties.is_being_destroyed)
+	if (!kfdp_can_trigger(pdd, q))
 		q = NULL;
 	dqm_unlock(dqm);
 	if (!q) {
@@ -246,10 +268,7 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
 		return -ENOENT;
 	}
 
-	t0 = ktime_get_ns();
-	r = dqm->ops.update_queue(dqm, q, NULL);
-	res->elapsed_ns += ktime_get_ns() - t0;
-	res->runlist_updates++;
+	r = kfdp_timed_update(dqm, q, res);
 	mutex_unlock(&p->mutex);
 	return r;
 }
@@ -276,7 +295,6 @@ static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
 	struct queue *trigger = NULL;
 	struct kfd_process *p = NULL;
 	struct mm_struct *mm = NULL;
-	u64 t0;
 	int r;
 
 	dqm_lock(dqm);
@@ -284,11 +302,8 @@ static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
 		struct kfd_process_device *pdd = qpd_to_pdd(cur->qpd);
 		struct queue *q, *found = NULL;
 
-		if (pdd->has_reset_queue)
-			continue;
 		list_for_each_entry(q, &cur->qpd->queues_list, list) {
-			if (q->mqd && !q->needs_mqd_repin &&
-			    !q->properties.is_being_destroyed) {
+			if (kfdp_can_trigger(pdd, q)) {
 				found = q;
 				break;
 			}
@@ -316,10 +331,7 @@ static int kfdp_trigger_healthy(struct device_queue_manager *dqm,
 	if (!trigger)
 		return -ENOENT;
 
-	t0 = ktime_get_ns();
-	r = dqm->ops.update_queue(dqm, trigger, NULL);
-	res->elapsed_ns += ktime_get_ns() - t0;
-	res->runlist_updates++;
+	r = kfdp_timed_update(dqm, trigger, res);
 	mutex_unlock(&p->mutex);
 	mmput_async(mm);
 	return r;
