@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Build the hardware validation kit into out/hw: the GPU workloads for each
+# target and the tenant program (Documentation/hardware-validation.rst).
+# The checks (the kselftest hw_test) come from scripts/build-kselftests.sh.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+make -s -C "$KFDP_ROOT/tests/hw" OUTPUT="$KFDP_ROOT/out/hw" \
+	CLANG="clang-$KFDP_LLVM_VERSION" KFDP_UAPI="$KFDP_ROOT/uapi" CC=gcc all

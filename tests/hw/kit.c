@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The driver-independent part of the kit's tenants (see kit.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#include "kit.h"
+
+const struct kit_driver *kit_driver(void)
+{
+	const char *name = getenv("KFDP_HW_DRIVER");
+
+	if (!name || !strcmp(name, "hsa"))
+		return &kit_hsa_driver;
+	if (!strcmp(name, "sim"))
+		return &kit_sim_driver;
+	return NULL;
+}
+
+int kit_attach(int owner, const struct kit_tenant *t)
+{
+	struct kfdp_attach a = { .kind = t->kind, .fd = t->fd };
+
+	if (ioctl(owner, KFDP_IOC_ATTACH, &a))
+		return -errno;
+	return a.handle;
+}
+
+void kit_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+__u64 kit_wait_progress(struct kit_tenant *t, struct kit_queue *q, __u64 from, long ms)
+{
+	__u64 v = from;
+
+	for (; ms > 0; ms -= 5) {
+		if (t->drv->progress(t, q, &v))
+			return from;
+		if (v > from)
+			return v;
+		kit_sleep_ms(5);
+	}
+	return from;
+}
+
+int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
+		  struct kfdp_queue_info *out)
+{
+	struct kfdp_queue_info *all = calloc(KFDP_MAX_BATCH, sizeof(*all));
+	struct kfdp_query query = {
+		.handle = handle, .gpu_id = q->gpu_id,
+		.entries_ptr = (__u64)(uintptr_t)all,
+		.entry_size = sizeof(*all), .capacity = KFDP_MAX_BATCH,
+	};
+	int r = -ENOENT;
+	__u32 i;
+
+	if (!all)
+		return -ENOMEM;
+	if (ioctl(owner, KFDP_IOC_QUERY, &query)) {
+		r = -errno;
+		goto out;
+	}
+	for (i = 0; i < query.num_written; i++) {
+		if (all[i].queue_id == q->queue_id) {
+			*out = all[i];
+			r = 0;
+			break;
+		}
+	}
+out:
+	free(all);
+	return r;
+}
