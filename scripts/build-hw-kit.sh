@@ -8,3 +8,7 @@ set -euo pipefail
 
 make -s -C "$KFDP_ROOT/tests/hw" OUTPUT="$KFDP_ROOT/out/hw" \
 	CLANG="clang-$KFDP_LLVM_VERSION" KFDP_UAPI="$KFDP_ROOT/uapi" CC=gcc all
+# The kit's runner, on PATH in the VM, and its dry run as a kselftest.
+install -m 0755 "$KFDP_ROOT/tests/hw/run-kit.sh" "$KFDP_ROOT/out/hw/bin/kfdp-hw-run"
+mkdir -p "$KFDP_ROOT/out/kselftest"
+install -m 0755 "$KFDP_ROOT/tests/hw/dry_run_test.sh" "$KFDP_ROOT/out/kselftest/hw_kit_dry_run"

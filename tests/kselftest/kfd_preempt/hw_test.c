@@ -249,6 +249,8 @@ static void conservation_run(struct __test_metadata *_metadata, struct setup *s,
 	ASSERT_EQ(0, s->t.drv->spin(&s->t, s->owner, s->handle, &q));
 	for (i = 0; i < cycles; i++) {
 		ASSERT_EQ(0, batch(s->owner, KFDP_IOC_PREEMPT, s->handle, &q, 1, NULL));
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
 		a.queue_id = b.queue_id = q.queue_id;
 		ASSERT_EQ(0, ioctl(s->t.fd, KFDP_SIM_IOC_QUEUE_STATUS, &a));
 		ASSERT_EQ(0, ioctl(s->t.fd, KFDP_SIM_IOC_QUEUE_STATUS, &b));
@@ -510,7 +512,8 @@ TEST(batch_one_runlist_update_per_node)
 	EXPECT_EQ(mes ? n : nnodes, b.num_runlist_updates);
 	EXPECT_EQ(before, mapped(drv, owner, handles, qs, n));
 	close(owner);
-	for (i = 0; i < p; i++)
+	/* Last first: a child holds the pipes of those forked before it. */
+	for (i = p - 1; i >= 0; i--)
 		child_stop(&cs[i]);
 }
 

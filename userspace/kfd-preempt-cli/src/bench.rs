@@ -2,6 +2,12 @@
 //! PREEMPTs and over P FREEZEs, on a simulated node, with the cost model at
 //! zero (the software overhead alone) and at a labelled, modelled MI300-like
 //! cost. A benchmark: it prints numbers, it does not judge them.
+//!
+//! With `--hardware` the tenants are external workload processes
+//! (`kfdp-hw-tenant` of the hardware kit, tests/hw) whose queues run a
+//! spinning GPU kernel; nothing is modelled and the results carry the
+//! `--label` saying which GPU, firmware and kernel they ran on
+//! (Documentation/hardware-validation.rst).
 
 use std::{
     io::{BufRead, BufReader},
@@ -52,6 +58,18 @@ pub(crate) struct BenchArgs {
     /// Write a chart here (SVG).
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Measure real queues: tenants are --workload processes, no cost
+    /// model, no simulated-node counters.
+    #[arg(long)]
+    hardware: bool,
+    /// The tenant program for --hardware, run as `PROGRAM --queues N`; it
+    /// prints a line starting "ready " once its queues run.
+    #[arg(long, default_value = "kfdp-hw-tenant")]
+    workload: PathBuf,
+    /// What the numbers ran on (GPU, firmware, kernel), for the JSON and
+    /// the chart.
+    #[arg(long)]
+    label: Option<String>,
 }
 
 /// The simulated node's cost knobs for one run.
@@ -116,12 +134,25 @@ pub(crate) struct Row {
     /// Wall time to take all K queues off, as the caller sees it.
     pub p50_us: f64,
     pub p99_us: f64,
+    #[serde(default)]
+    pub max_us: f64,
+    /// Wall time to put them back (RESUME of the batch, or THAW).
+    #[serde(default)]
+    pub resume_p50_us: f64,
+    #[serde(default)]
+    pub resume_p99_us: f64,
+    #[serde(default)]
+    pub resume_max_us: f64,
     /// Runlist updates (HWS cycles or MES calls) per repetition, as the
     /// simulated node counted them.
     pub runlist_updates: u64,
     /// Median of the module's own `elapsed_ns` sum per repetition (batch
     /// and singles) or of FREEZE's `elapsed_ns` sum.
     pub module_p50_us: f64,
+    #[serde(default)]
+    pub module_p99_us: f64,
+    #[serde(default)]
+    pub module_max_us: f64,
 }
 
 /// The null-ioctl floor (KFDP_IOC_INFO).
@@ -137,6 +168,9 @@ pub(crate) struct Floor {
 pub(crate) struct Results {
     pub schema: String,
     pub environment: String,
+    /// What a --hardware run ran on (GPU, firmware, kernel).
+    #[serde(default)]
+    pub label: String,
     pub node: u32,
     pub node_mode: String,
     pub cost_models: Vec<CostModel>,
@@ -168,21 +202,33 @@ struct Tenant {
 }
 
 impl Tenant {
-    fn spawn(node: u32, queues: u32) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-        let mut child = Command::new(exe)
-            .args([
-                "sim-tenant",
-                "--stdin",
-                "--node",
-                &node.to_string(),
-                "--queues",
-                &queues.to_string(),
-            ])
+    /// A simulated tenant on `node`, or with `workload` that program.
+    fn spawn(node: u32, queues: u32, workload: Option<&PathBuf>) -> Result<Self, String> {
+        let mut command = match workload {
+            Some(program) => {
+                let mut c = Command::new(program);
+                c.args(["--queues", &queues.to_string()]);
+                c
+            }
+            None => {
+                let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+                let mut c = Command::new(exe);
+                c.args([
+                    "sim-tenant",
+                    "--stdin",
+                    "--node",
+                    &node.to_string(),
+                    "--queues",
+                    &queues.to_string(),
+                ]);
+                c
+            }
+        };
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("starting a simulated tenant: {e}"))?;
+            .map_err(|e| format!("starting a tenant: {e}"))?;
         let stdin = child.stdin.take();
         let mut line = String::new();
         if let Some(out) = child.stdout.take() {
@@ -191,7 +237,9 @@ impl Tenant {
         if !line.starts_with("ready ") {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("a simulated tenant with {queues} queue(s) on node {node} did not start (see its error above)"));
+            return Err(format!(
+                "a tenant with {queues} queue(s) did not start (see its error above)"
+            ));
         }
         let pid = child.id() as i32;
         Ok(Tenant { child, stdin, pid })
@@ -242,53 +290,75 @@ impl Drop for KnobGuard {
 }
 
 /// One repetition: caller-seen time, module time, runlist updates.
-type Rep = Result<(Duration, Duration, u64), String>;
+/// One repetition: take-off wall time, the module's time, runlist updates,
+/// put-back wall time.
+type Rep = Result<(Duration, Duration, u64, Duration), String>;
 
 /// Repeats `one` (which returns caller-seen time, module time and runlist
 /// updates of one repetition) within the budget.
-fn measure(
-    reps: u32,
-    budget: Duration,
-    mut one: impl FnMut() -> Rep,
-) -> Result<(Vec<Duration>, Vec<Duration>, u64), String> {
+/// The sorted samples of one measurement.
+#[derive(Default)]
+struct Samples {
+    wall: Vec<Duration>,
+    module: Vec<Duration>,
+    resume: Vec<Duration>,
+    updates: u64,
+}
+
+fn measure(reps: u32, budget: Duration, mut one: impl FnMut() -> Rep) -> Result<Samples, String> {
     let start = Instant::now();
-    let (mut wall, mut module, mut updates) = (Vec::new(), Vec::new(), 0);
+    let mut s = Samples::default();
     for i in 0..reps.max(1) {
         if i >= 3 && start.elapsed() > budget {
             break;
         }
-        let (w, m, u) = one()?;
-        wall.push(w);
-        module.push(m);
+        let (w, m, u, r) = one()?;
+        s.wall.push(w);
+        s.module.push(m);
+        s.resume.push(r);
         // Every repetition issues the same work; keep the last count.
-        updates = u;
+        s.updates = u;
     }
-    wall.sort();
-    module.sort();
-    Ok((wall, module, updates))
+    s.wall.sort();
+    s.module.sort();
+    s.resume.sort();
+    Ok(s)
 }
 
-fn counter(node: &SimNode) -> Result<u64, String> {
-    node.get("runlist_updates").map_err(|e| e.to_string())
+/// The simulated node's update counter; on hardware there is none.
+fn counter(node: Option<&SimNode>) -> Result<Option<u64>, String> {
+    node.map(|n| n.get("runlist_updates").map_err(|e| e.to_string()))
+        .transpose()
+}
+
+/// Updates a repetition issued: as the simulated node counted them, which
+/// must agree with what the module reported; on hardware, as reported.
+fn updates_between(before: Option<u64>, after: Option<u64>, reported: u64) -> u64 {
+    match (before, after) {
+        (Some(b), Some(a)) => a - b,
+        _ => reported,
+    }
 }
 
 struct Cell<'a> {
     dev: &'a Device,
     targets: &'a [Target<'a>],
     refs: &'a [QueueRef],
-    node: &'a SimNode,
+    node: Option<&'a SimNode>,
 }
 
 impl Cell<'_> {
-    fn resume_all(&self) -> Result<(), String> {
+    fn resume_all(&self) -> Result<Duration, String> {
+        let t = Instant::now();
         let r = self.dev.resume(self.refs).map_err(|e| e.to_string())?;
+        let wall = t.elapsed();
         if !r.all_succeeded() {
             return Err(format!(
                 "resume after a repetition failed: {:?}",
                 r.failures().next()
             ));
         }
-        Ok(())
+        Ok(wall)
     }
 
     fn batch(&self) -> Rep {
@@ -299,7 +369,7 @@ impl Cell<'_> {
             .preempt(self.refs, &BatchOptions::default())
             .map_err(|e| e.to_string())?;
         let wall = t.elapsed();
-        let counted = counter(self.node)? - before;
+        let counted = updates_between(before, counter(self.node)?, r.runlist_updates.into());
         if r.num_ok as usize != self.refs.len() || counted != u64::from(r.runlist_updates) {
             return Err(format!(
                 "batch: {} of {} done, {} updates reported, {counted} counted",
@@ -308,13 +378,13 @@ impl Cell<'_> {
                 r.runlist_updates
             ));
         }
-        self.resume_all()?;
-        Ok((wall, r.elapsed, counted))
+        let resume = self.resume_all()?;
+        Ok((wall, r.elapsed, counted, resume))
     }
 
     fn singles(&self) -> Rep {
         let before = counter(self.node)?;
-        let mut module = Duration::ZERO;
+        let (mut module, mut reported) = (Duration::ZERO, 0u64);
         let t = Instant::now();
         for q in self.refs {
             let r = self
@@ -325,11 +395,12 @@ impl Cell<'_> {
                 return Err(format!("single PREEMPT of {q}: {:?}", r.outcomes));
             }
             module += r.elapsed;
+            reported += u64::from(r.runlist_updates);
         }
         let wall = t.elapsed();
-        let counted = counter(self.node)? - before;
-        self.resume_all()?;
-        Ok((wall, module, counted))
+        let counted = updates_between(before, counter(self.node)?, reported);
+        let resume = self.resume_all()?;
+        Ok((wall, module, counted, resume))
     }
 
     fn freeze(&self) -> Rep {
@@ -340,11 +411,13 @@ impl Cell<'_> {
             module += target.freeze().map_err(|e| e.to_string())?;
         }
         let wall = t.elapsed();
-        let counted = counter(self.node)? - before;
+        // FREEZE reports no update count: on hardware, one per target.
+        let counted = updates_between(before, counter(self.node)?, self.targets.len() as u64);
+        let t = Instant::now();
         for target in self.targets {
             target.thaw().map_err(|e| e.to_string())?;
         }
-        Ok((wall, module, counted))
+        Ok((wall, module, counted, t.elapsed()))
     }
 }
 
@@ -374,7 +447,7 @@ fn run_cell(
     let procs = p.min(k).max(1);
     let tenants = spread(k, procs)
         .into_iter()
-        .map(|q| Tenant::spawn(args.node, q))
+        .map(|q| Tenant::spawn(args.node, q, args.hardware.then_some(&args.workload)))
         .collect::<Result<Vec<_>, _>>()?;
     let targets = tenants
         .iter()
@@ -401,7 +474,7 @@ fn run_cell(
         dev,
         targets: &targets,
         refs: &refs,
-        node: &node,
+        node: (!args.hardware).then_some(&node),
     };
     let budget = Duration::from_millis(args.budget_ms);
     let methods: [(&str, &dyn Fn() -> Rep); 3] = [
@@ -411,18 +484,24 @@ fn run_cell(
     ];
     let mut rows = Vec::new();
     for (method, f) in methods {
-        let (wall, module, updates) = measure(args.reps, budget, f)?;
+        let s = measure(args.reps, budget, f)?;
         rows.push(Row {
             cost_model: cost.name.clone(),
             k,
             p,
             processes: procs,
             method: method.into(),
-            reps: wall.len() as u32,
-            p50_us: percentile_us(&wall, 0.5),
-            p99_us: percentile_us(&wall, 0.99),
-            runlist_updates: updates,
-            module_p50_us: percentile_us(&module, 0.5),
+            reps: s.wall.len() as u32,
+            p50_us: percentile_us(&s.wall, 0.5),
+            p99_us: percentile_us(&s.wall, 0.99),
+            max_us: percentile_us(&s.wall, 1.0),
+            resume_p50_us: percentile_us(&s.resume, 0.5),
+            resume_p99_us: percentile_us(&s.resume, 0.99),
+            resume_max_us: percentile_us(&s.resume, 1.0),
+            runlist_updates: s.updates,
+            module_p50_us: percentile_us(&s.module, 0.5),
+            module_p99_us: percentile_us(&s.module, 0.99),
+            module_max_us: percentile_us(&s.module, 1.0),
         });
     }
     drop(targets);
@@ -484,13 +563,18 @@ pub(crate) fn table(results: &Results, cost: &CostModel) -> String {
 pub(crate) fn run(args: &BenchArgs) -> CliResult {
     let dev = Device::open()?;
     let info = dev.info()?;
-    if !info.caps.has(Caps::SIM) {
-        return Err("bench runs on simulated nodes: load the module with sim_nodes=N (and run as root, for the debugfs knobs)".into());
+    if !args.hardware && !info.caps.has(Caps::SIM) {
+        return Err("bench runs on simulated nodes: load the module with sim_nodes=N (and run as root, for the debugfs knobs), or measure real queues with --hardware".into());
     }
-    let guard = KnobGuard::new(args.node)?;
+    let guard = if args.hardware {
+        None
+    } else {
+        Some(KnobGuard::new(args.node)?)
+    };
+    let workload = args.hardware.then_some(&args.workload);
     // The node's mode, from the GC version a tenant's queue reports.
     let node_mode = {
-        let t = Tenant::spawn(args.node, 1)?;
+        let t = Tenant::spawn(args.node, 1, workload)?;
         let target = dev.attach(t.pid)?;
         let gc = target
             .query()?
@@ -499,17 +583,48 @@ pub(crate) fn run(args: &BenchArgs) -> CliResult {
             .unwrap_or(0);
         if gc >= 0x0b0000 { "mes" } else { "hws" }.to_string()
     };
-    let mut results = Results {
-        schema: "kfd-preempt-bench/1".into(),
-        environment: "simulated kfd_preempt node; wall times measured in the caller; in this project's CI that is QEMU TCG, so absolute times are inflated and only ratios and update counts carry over".into(),
-        node: args.node,
-        node_mode,
-        cost_models: args.cost.iter().map(|c| CostModel::of(*c)).collect(),
-        floor: Vec::new(),
-        rows: Vec::new(),
+    let label = args.label.clone().unwrap_or_default();
+    let mut results = if args.hardware {
+        Results {
+            schema: "kfd-preempt-bench/1".into(),
+            environment: format!(
+                "real queues of {} processes; wall times measured in the caller; nothing modelled",
+                args.workload.display()
+            ),
+            label: label.clone(),
+            node: args.node,
+            node_mode,
+            cost_models: vec![CostModel {
+                name: "measured".into(),
+                modelled: false,
+                label: if label.is_empty() {
+                    "measured".into()
+                } else {
+                    format!("measured on {label}")
+                },
+                cycle_ns: 0,
+                per_queue_ns: 0,
+                mes_call_ns: 0,
+            }],
+            floor: Vec::new(),
+            rows: Vec::new(),
+        }
+    } else {
+        Results {
+            schema: "kfd-preempt-bench/1".into(),
+            environment: "simulated kfd_preempt node; wall times measured in the caller; in this project's CI that is QEMU TCG, so absolute times are inflated and only ratios and update counts carry over".into(),
+            label,
+            node: args.node,
+            node_mode,
+            cost_models: args.cost.iter().map(|c| CostModel::of(*c)).collect(),
+            floor: Vec::new(),
+            rows: Vec::new(),
+        }
     };
     for cost in results.cost_models.clone() {
-        guard.apply(&cost)?;
+        if let Some(guard) = &guard {
+            guard.apply(&cost)?;
+        }
         results.floor.push(floor(&dev, &cost)?);
         for &k in &args.k {
             for &p in &args.p {
@@ -559,13 +674,24 @@ mod tests {
     }
 
     #[test]
+    fn hardware_updates_are_as_reported_simulated_ones_as_counted() {
+        assert_eq!(updates_between(None, None, 3), 3);
+        assert_eq!(updates_between(Some(10), Some(12), 3), 2);
+    }
+
+    #[test]
     fn measure_stops_at_the_budget_but_runs_three() {
         let mut calls = 0;
-        let (wall, _, updates) = measure(100, Duration::ZERO, || {
+        let s = measure(100, Duration::ZERO, || {
             calls += 1;
-            Ok((Duration::from_micros(calls), Duration::ZERO, 7))
+            Ok((
+                Duration::from_micros(calls),
+                Duration::ZERO,
+                7,
+                Duration::ZERO,
+            ))
         })
         .unwrap();
-        assert_eq!((wall.len(), updates), (3, 7));
+        assert_eq!((s.wall.len(), s.resume.len(), s.updates), (3, 3, 7));
     }
 }

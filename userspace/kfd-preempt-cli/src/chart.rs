@@ -178,12 +178,21 @@ pub(crate) fn svg(r: &Results) -> String {
     let mut svg = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{}" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>
-<text x="10" y="20" font-size="15" font-weight="bold">kfd-preempt bench: taking K queues spread over P={p} processes off a simulated {} node</text>
+<text x="10" y="20" font-size="15" font-weight="bold">kfd-preempt bench: taking K queues spread over P={p} processes off {} {} node</text>
 <text x="10" y="38" font-size="11">{}</text>
 "#,
         PANEL_H + 50.0,
+        if r.label.is_empty() {
+            "a simulated"
+        } else {
+            "an"
+        },
         r.node_mode.to_uppercase(),
-        esc(&r.environment)
+        esc(&if r.label.is_empty() {
+            r.environment.clone()
+        } else {
+            format!("{}: {}", r.label, r.environment)
+        })
     );
     for (i, cost) in r.cost_models.iter().enumerate() {
         let mut series = method_series(r, &cost.name, p, |row| row.p50_us);
@@ -268,14 +277,21 @@ mod tests {
                     reps: 3,
                     p50_us: us,
                     p99_us: us * 2.0,
+                    max_us: us * 3.0,
+                    resume_p50_us: us,
+                    resume_p99_us: us * 2.0,
+                    resume_max_us: us * 3.0,
                     runlist_updates: upd,
                     module_p50_us: us / 2.0,
+                    module_p99_us: us,
+                    module_max_us: us,
                 });
             }
         }
         Results {
             schema: "kfd-preempt-bench/1".into(),
             environment: "test <env>".into(),
+            label: String::new(),
             node: 0,
             node_mode: "hws".into(),
             cost_models: vec![CostModel {
