@@ -44,6 +44,13 @@ kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
 kfdp_phase amdkfd-emu-build scripts/build-amdkfd-emu.sh || abort "kfdp_amdkfd_emu build (amdkfd's queue manager behind an emulated HWS)"
 kfdp_phase kselftest-build scripts/build-kselftests.sh || abort "kselftest build"
 kfdp_phase userspace-build scripts/build-userspace.sh || abort "userspace build (crate, CLI, C ABI and its example)"
+kfdp_phase hw-kit-build scripts/build-hw-kit.sh || abort "hardware kit build (GPU workloads, kfdp-hw-tenant)"
+
+# The kit's GPU code objects, checked by what the HSA loader reads (ELF
+# header, metadata note, kernel descriptors), not only by having compiled.
+objects=$(kfdp_phase hw-kit-objects python3 tests/hw/check_code_objects.py out/hw/kernels 2>&1)
+grep -v '^ok ' <<<"$objects" || true
+count "$objects"
 
 lint=$(kfdp_phase lint scripts/lint.sh 2>&1)
 echo "$lint"

@@ -13,6 +13,7 @@ packages=(
 	flex bison bc libelf-dev libssl-dev cpio kmod xz-utils
 	qemu-system-x86 busybox-static
 	gcc-multilib # 32-bit kselftests for the compat ioctl path
+	libhsa-runtime-dev # HSA headers for the hardware kit (the runtime is loaded at run time)
 )
 
 missing=()

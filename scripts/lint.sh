@@ -23,7 +23,7 @@ rustfmt-module() {
 checkpatch() {
 	local cfiles
 	mapfile -t cfiles < <({
-		find src uapi tests/kselftest tests/vm userspace/kfd-preempt-capi/examples -name '*.[ch]'
+		find src uapi tests/kselftest tests/vm tests/hw userspace/kfd-preempt-capi/examples -name '*.[ch]'
 		# Not the generated wrappers of amdkfd's and the glue's files.
 		find tests/amdkfd-emu -maxdepth 1 -name 'emu*.[ch]'
 	} | sort)

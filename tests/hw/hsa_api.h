@@ -10,31 +10,38 @@
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 
-/* Every runtime function the kit calls. */
-#define KIT_HSA_FUNCS(X)						\
-	X(hsa_init) X(hsa_shut_down) X(hsa_status_string)		\
-	X(hsa_iterate_agents) X(hsa_agent_get_info)			\
-	X(hsa_amd_agent_iterate_memory_pools)				\
-	X(hsa_amd_memory_pool_get_info) X(hsa_amd_memory_pool_allocate)	\
-	X(hsa_amd_memory_pool_free) X(hsa_amd_agents_allow_access)	\
-	X(hsa_queue_create) X(hsa_queue_destroy)			\
-	X(hsa_queue_add_write_index_relaxed)				\
-	X(hsa_queue_load_read_index_relaxed)				\
-	X(hsa_signal_create) X(hsa_signal_destroy)			\
-	X(hsa_signal_store_relaxed) X(hsa_signal_load_relaxed)		\
-	X(hsa_signal_wait_scacquire)					\
-	X(hsa_code_object_reader_create_from_memory)			\
-	X(hsa_code_object_reader_destroy) X(hsa_executable_create_alt)	\
-	X(hsa_executable_load_agent_code_object)			\
-	X(hsa_executable_freeze) X(hsa_executable_get_symbol_by_name)	\
-	X(hsa_executable_symbol_get_info) X(hsa_executable_destroy)	\
-	X(hsa_amd_queue_cu_set_mask) X(hsa_amd_queue_set_priority)
-
+/* Every runtime function the kit calls (hsa_api.c lists them too). */
 struct kit_hsa {
 	void *lib;
-#define KIT_HSA_MEMBER(f) __typeof__(f) *f;
-	KIT_HSA_FUNCS(KIT_HSA_MEMBER)
-#undef KIT_HSA_MEMBER
+	__typeof__(hsa_init) *hsa_init;
+	__typeof__(hsa_shut_down) *hsa_shut_down;
+	__typeof__(hsa_status_string) *hsa_status_string;
+	__typeof__(hsa_iterate_agents) *hsa_iterate_agents;
+	__typeof__(hsa_agent_get_info) *hsa_agent_get_info;
+	__typeof__(hsa_amd_agent_iterate_memory_pools) *hsa_amd_agent_iterate_memory_pools;
+	__typeof__(hsa_amd_memory_pool_get_info) *hsa_amd_memory_pool_get_info;
+	__typeof__(hsa_amd_memory_pool_allocate) *hsa_amd_memory_pool_allocate;
+	__typeof__(hsa_amd_memory_pool_free) *hsa_amd_memory_pool_free;
+	__typeof__(hsa_amd_agents_allow_access) *hsa_amd_agents_allow_access;
+	__typeof__(hsa_queue_create) *hsa_queue_create;
+	__typeof__(hsa_queue_destroy) *hsa_queue_destroy;
+	__typeof__(hsa_queue_add_write_index_relaxed) *hsa_queue_add_write_index_relaxed;
+	__typeof__(hsa_queue_load_read_index_relaxed) *hsa_queue_load_read_index_relaxed;
+	__typeof__(hsa_signal_create) *hsa_signal_create;
+	__typeof__(hsa_signal_destroy) *hsa_signal_destroy;
+	__typeof__(hsa_signal_store_relaxed) *hsa_signal_store_relaxed;
+	__typeof__(hsa_signal_load_relaxed) *hsa_signal_load_relaxed;
+	__typeof__(hsa_signal_wait_scacquire) *hsa_signal_wait_scacquire;
+	__typeof__(hsa_code_object_reader_create_from_memory) *hsa_code_object_reader_create_from_memory;
+	__typeof__(hsa_code_object_reader_destroy) *hsa_code_object_reader_destroy;
+	__typeof__(hsa_executable_create_alt) *hsa_executable_create_alt;
+	__typeof__(hsa_executable_load_agent_code_object) *hsa_executable_load_agent_code_object;
+	__typeof__(hsa_executable_freeze) *hsa_executable_freeze;
+	__typeof__(hsa_executable_get_symbol_by_name) *hsa_executable_get_symbol_by_name;
+	__typeof__(hsa_executable_symbol_get_info) *hsa_executable_symbol_get_info;
+	__typeof__(hsa_executable_destroy) *hsa_executable_destroy;
+	__typeof__(hsa_amd_queue_cu_set_mask) *hsa_amd_queue_cu_set_mask;
+	__typeof__(hsa_amd_queue_set_priority) *hsa_amd_queue_set_priority;
 };
 
 extern struct kit_hsa hsa;

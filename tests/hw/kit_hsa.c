@@ -23,8 +23,9 @@
 
 struct spin_queue {
 	hsa_queue_t *q;
-	volatile __u64 *progress;	/* SPIN_GROUPS counters */
-	volatile __u32 *stop;
+	/* Host memory the GPU writes and reads: accessed with __atomic. */
+	__u64 *progress;	/* SPIN_GROUPS counters */
+	__u32 *stop;
 	hsa_signal_t done;
 	void *kernarg;
 };
@@ -85,13 +86,13 @@ static void hsa_close(struct kit_tenant *t)
 	for (i = 0; i < h->nq; i++) {
 		struct spin_queue *s = &h->qs[i];
 
-		*s->stop = 1;
+		__atomic_store_n(s->stop, 1, __ATOMIC_RELEASE);
 		/* A queue still preempted never finishes: destroying it ends it. */
 		kit_gpu_wait(s->done, 2000);
 		hsa.hsa_queue_destroy(s->q);
 		hsa.hsa_signal_destroy(s->done);
-		kit_gpu_free((void *)s->progress);
-		kit_gpu_free((void *)s->stop);
+		kit_gpu_free(s->progress);
+		kit_gpu_free(s->stop);
 		kit_gpu_free(s->kernarg);
 	}
 	kit_gpu_kernel_free(&h->spin);
@@ -149,15 +150,15 @@ static int hsa_spin(struct kit_tenant *t, int owner, __u32 handle, struct kit_qu
 	}
 	h->nq++;
 	args = s->kernarg;
-	args[0] = (void *)s->progress;
-	args[1] = (void *)s->stop;
+	args[0] = s->progress;
+	args[1] = s->stop;
 	kit_gpu_dispatch(s->q, &h->spin, s->kernarg, SPIN_GROUPS * SPIN_WG, SPIN_WG, 0, s->done);
 	q->priv = s;
 	/* A tenant without an owner (kfdp-hw-tenant) leaves that to its owner. */
 	return owner < 0 ? 0 : kit_hsa_identify(owner, handle, s->q->base_address, q);
 fail:
-	kit_gpu_free((void *)s->progress);
-	kit_gpu_free((void *)s->stop);
+	kit_gpu_free(s->progress);
+	kit_gpu_free(s->stop);
 	kit_gpu_free(s->kernarg);
 	return -ENOMEM;
 }
@@ -170,7 +171,7 @@ static int hsa_progress(struct kit_tenant *t, struct kit_queue *q, __u64 *v)
 	(void)t;
 	*v = 0;
 	for (i = 0; i < SPIN_GROUPS; i++)
-		*v += s->progress[i];
+		*v += __atomic_load_n(&s->progress[i], __ATOMIC_RELAXED);
 	return 0;
 }
 

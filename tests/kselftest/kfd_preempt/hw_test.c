@@ -253,6 +253,8 @@ static void conservation_run(struct __test_metadata *_metadata, struct setup *s,
 		memset(&b, 0, sizeof(b));
 		a.queue_id = b.queue_id = q.queue_id;
 		ASSERT_EQ(0, ioctl(s->t.fd, KFDP_SIM_IOC_QUEUE_STATUS, &a));
+		/* The model retires work every millisecond a queue is mapped. */
+		kit_sleep_ms(3);
 		ASSERT_EQ(0, ioctl(s->t.fd, KFDP_SIM_IOC_QUEUE_STATUS, &b));
 		ASSERT_EQ(a.retired, b.retired) TH_LOG("cycle %ld: work retired while preempted", i);
 		ASSERT_EQ(a.in_flight, b.in_flight) TH_LOG("cycle %ld: saved work changed", i);
@@ -416,7 +418,7 @@ static void child_stop(struct child *c)
  * number of queues mapped on node 0; on hardware, how many of @qs amdkfd's
  * runlist (debugfs kfd/rls) maps, by doorbell offset.
  */
-static int mapped(const struct kit_driver *drv, int owner, __u32 *handles,
+static int firmware_mapped(const struct kit_driver *drv, int owner, __u32 *handles,
 		  struct kit_queue *qs, int n)
 {
 	int i, count = 0;
@@ -489,7 +491,7 @@ TEST(batch_one_runlist_update_per_node)
 		if (j == nnodes)
 			nodes[nnodes++] = qs[i].gpu_id;
 	}
-	before = mapped(drv, owner, handles, qs, n);
+	before = firmware_mapped(drv, owner, handles, qs, n);
 	ASSERT_LE(n, before);
 	memset(&b, 0, sizeof(b));
 	b.entries_ptr = (__u64)(uintptr_t)refs;
@@ -498,7 +500,7 @@ TEST(batch_one_runlist_update_per_node)
 	ASSERT_EQ(0, ioctl(owner, KFDP_IOC_PREEMPT, &b));
 	ASSERT_EQ(n, b.num_ok);
 	EXPECT_EQ(mes ? n : nnodes, b.num_runlist_updates);
-	EXPECT_EQ(before - n, mapped(drv, owner, handles, qs, n));
+	EXPECT_EQ(before - n, firmware_mapped(drv, owner, handles, qs, n));
 	for (i = 0; i < n; i++) {
 		struct kfdp_queue_info info;
 
@@ -510,7 +512,7 @@ TEST(batch_one_runlist_update_per_node)
 	ASSERT_EQ(0, ioctl(owner, KFDP_IOC_RESUME, &b));
 	ASSERT_EQ(n, b.num_ok);
 	EXPECT_EQ(mes ? n : nnodes, b.num_runlist_updates);
-	EXPECT_EQ(before, mapped(drv, owner, handles, qs, n));
+	EXPECT_EQ(before, firmware_mapped(drv, owner, handles, qs, n));
 	close(owner);
 	/* Last first: a child holds the pipes of those forked before it. */
 	for (i = p - 1; i >= 0; i--)
@@ -641,11 +643,10 @@ TEST(node_recovers_after_preemption_timeout)
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	ASSERT_TRUE(moves(&s.t, &q));
-	if (is_sim(drv)) {
-		ASSERT_EQ(0, kfdp_knob_set(0, "fail_unmaps", 1));
-	} else {
-		ASSERT_EQ(0, write_file("/sys/module/amdgpu/parameters/queue_preemption_timeout_ms", "1"));
-	}
+	/* The next unmap fails, or must finish within 1 ms. */
+	r = is_sim(drv) ? kfdp_knob_set(0, "fail_unmaps", 1) :
+	    write_file("/sys/module/amdgpu/parameters/queue_preemption_timeout_ms", "1");
+	ASSERT_EQ(0, r);
 	r = batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL);
 	if (!is_sim(drv))
 		write_file("/sys/module/amdgpu/parameters/queue_preemption_timeout_ms", "9000");
