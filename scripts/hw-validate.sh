@@ -18,6 +18,9 @@
 #                     harness header (default: derived from --amdgpu-src)
 #   --preflight       check what the host has, build and load nothing
 #
+# AMDGPU_KO names the loaded amdgpu.ko if `modinfo -n amdgpu` does not; CLANG
+# a clang with the AMDGPU target (ROCm's /opt/rocm/llvm/bin/clang works).
+#
 # Refuses, changing nothing, on a host without root, /dev/kfd, a kernel
 # build directory with CONFIG_RUST, or amdgpu's source.
 set -euo pipefail
@@ -29,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--amdgpu-src) amdgpu_src=$2; shift ;;
 	--kernel-src) kernel_src=$2; shift ;;
 	--preflight) preflight=1 ;;
-	-h|--help) sed -n '3,22p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,25p' "$0"; exit 0 ;;
 	*) echo "hw-validate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -55,6 +58,10 @@ if [ -z "$amdgpu_src" ]; then
 fi
 [ -n "$amdgpu_src" ] && [ -r "$amdgpu_src/amdkfd/kfd_priv.h" ] ||
 	refuse "no amdgpu source (want <dir>/amdkfd/kfd_priv.h): pass --amdgpu-src, the source the running amdgpu was built from"
+# The amdgpu.ko that is loaded: the module records its identity (srcversion).
+amdgpu_ko=${AMDGPU_KO:-$(modinfo -n amdgpu 2>/dev/null || true)}
+[ -n "$amdgpu_ko" ] && [ -r "$amdgpu_ko" ] ||
+	refuse "cannot find the loaded amdgpu.ko (modinfo -n amdgpu): set AMDGPU_KO"
 if [ -z "$kernel_src" ]; then
 	for d in "$amdgpu_src/../../../.." "$kdir/../source" "$kdir"; do
 		[ -r "$d/tools/testing/selftests/kselftest_harness.h" ] && { kernel_src=$d; break; }
@@ -76,14 +83,15 @@ python3 "$root/scripts/amdkfd-fingerprint.py" check "$amdgpu_src" \
 	"$root/src/glue/amdkfd-reviewed.txt" "$fingerprint" ||
 	refuse "amdkfd in $amdgpu_src differs from the reviewed one (listed above)"
 rm -f "$fingerprint"
-say "host: Linux $kver, amdgpu source $amdgpu_src, kernel source $kernel_src"
+say "host: Linux $kver, amdgpu source $amdgpu_src ($amdgpu_ko), kernel source $kernel_src"
 [ "$preflight" = 1 ] && { say "preflight passed"; exit 0; }
 
 # --- Build against the running kernel ----------------------------------------
 report=${report:-$root/out/hw-report-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$report" "$root/out/hw"
 say "building kfd_preempt for $kver"
-make -C "$root" KDIR="$kdir" LLVM=1 AMDGPU_SRC="$amdgpu_src" >"$report/build.log" 2>&1 ||
+make -C "$root" KDIR="$kdir" LLVM=1 AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
+	>"$report/build.log" 2>&1 ||
 	{ tail -n 30 "$report/build.log"; refuse "module build failed ($report/build.log)"; }
 say "building the kit (GPU workloads, hw_test, kfdp-hw-tenant, kfd-preempt)"
 {
