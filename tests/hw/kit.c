@@ -52,32 +52,39 @@ __u64 kit_wait_progress(struct kit_tenant *t, struct kit_queue *q, __u64 from, l
 	return from;
 }
 
-int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
-		  struct kfdp_queue_info *out)
+struct kfdp_queue_info *kit_query_all(int owner, __u32 handle, __u32 gpu_id, __u32 *n)
 {
 	struct kfdp_queue_info *all = calloc(KFDP_MAX_BATCH, sizeof(*all));
 	struct kfdp_query query = {
-		.handle = handle, .gpu_id = q->gpu_id,
+		.handle = handle, .gpu_id = gpu_id,
 		.entries_ptr = (__u64)(uintptr_t)all,
 		.entry_size = sizeof(*all), .capacity = KFDP_MAX_BATCH,
 	};
-	int r = -ENOENT;
-	__u32 i;
 
-	if (!all)
-		return -ENOMEM;
-	if (ioctl(owner, KFDP_IOC_QUERY, &query)) {
-		r = -errno;
-		goto out;
+	if (all && ioctl(owner, KFDP_IOC_QUERY, &query)) {
+		free(all);
+		return NULL;
 	}
-	for (i = 0; i < query.num_written; i++) {
+	*n = all ? query.num_written : 0;
+	return all;
+}
+
+int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
+		  struct kfdp_queue_info *out)
+{
+	struct kfdp_queue_info *all;
+	int r = -ENOENT;
+	__u32 i, n;
+
+	all = kit_query_all(owner, handle, q->gpu_id, &n);
+	if (!all)
+		return -errno;
+	for (i = 0; r && i < n; i++) {
 		if (all[i].queue_id == q->queue_id) {
 			*out = all[i];
 			r = 0;
-			break;
 		}
 	}
-out:
 	free(all);
 	return r;
 }

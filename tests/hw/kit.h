@@ -64,6 +64,12 @@ int kit_attach(int owner, const struct kit_tenant *t);
  */
 __u64 kit_wait_progress(struct kit_tenant *t, struct kit_queue *q, __u64 from, long ms);
 
+/*
+ * Every queue of attachment @handle on @gpu_id (0: all nodes), in a
+ * buffer to free(); NULL with errno set on failure.
+ */
+struct kfdp_queue_info *kit_query_all(int owner, __u32 handle, __u32 gpu_id, __u32 *n);
+
 /* kfd_preempt's view of one queue (QUERY); 0 or -errno. */
 int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
 		  struct kfdp_queue_info *out);

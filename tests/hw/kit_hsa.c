@@ -103,20 +103,14 @@ static void hsa_close(struct kit_tenant *t)
 
 int kit_hsa_identify(int owner, __u32 handle, const void *ring_base, struct kit_queue *q)
 {
-	struct kfdp_queue_info *all = calloc(KFDP_MAX_BATCH, sizeof(*all));
-	struct kfdp_query query = {
-		.handle = handle,
-		.entries_ptr = (__u64)(uintptr_t)all,
-		.entry_size = sizeof(*all), .capacity = KFDP_MAX_BATCH,
-	};
+	struct kfdp_queue_info *all;
 	int r = -ENOENT;
-	__u32 i;
+	__u32 i, n;
 
+	all = kit_query_all(owner, handle, 0, &n);
 	if (!all)
-		return -ENOMEM;
-	if (ioctl(owner, KFDP_IOC_QUERY, &query))
-		r = -errno;
-	for (i = 0; r == -ENOENT && i < query.num_written; i++) {
+		return -errno;
+	for (i = 0; r && i < n; i++) {
 		if (all[i].ring_base_address == (__u64)(uintptr_t)ring_base) {
 			q->gpu_id = all[i].gpu_id;
 			q->queue_id = all[i].queue_id;
