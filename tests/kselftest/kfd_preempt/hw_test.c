@@ -519,11 +519,14 @@ TEST(batch_one_runlist_update_per_node)
 		child_stop(&cs[i]);
 }
 
-/* FREEZE holds back a queue the tenant creates while frozen, until THAW. */
+/*
+ * FREEZE stops a tenant's running queue and holds back a queue it creates
+ * while frozen, until THAW.
+ */
 TEST(freeze_holds_back_new_queue)
 {
 	const struct kit_driver *drv;
-	struct kit_queue q;
+	struct kit_queue running, q;
 	struct kfdp_freeze f;
 	struct setup s;
 	const char *why;
@@ -532,10 +535,13 @@ TEST(freeze_holds_back_new_queue)
 	if (!drv)
 		SKIP(return, "%s", why);
 	ASSERT_EQ(0, setup_open(&s, drv));
+	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &running));
+	ASSERT_TRUE(moves(&s.t, &running)) TH_LOG("the workload never ran");
 	memset(&f, 0, sizeof(f));
 	f.handle = s.handle;
 	ASSERT_EQ(0, ioctl(s.owner, KFDP_IOC_FREEZE, &f));
 	ASSERT_EQ(0, f.status);
+	EXPECT_TRUE(stays_still(&s.t, &running)) TH_LOG("a frozen tenant's queue ran");
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	EXPECT_EQ(0, progress(&s.t, &q));
 	EXPECT_TRUE(stays_still(&s.t, &q)) TH_LOG("a queue born frozen ran");
@@ -544,6 +550,7 @@ TEST(freeze_holds_back_new_queue)
 	f.handle = s.handle;
 	ASSERT_EQ(0, ioctl(s.owner, KFDP_IOC_THAW, &f));
 	EXPECT_TRUE(moves(&s.t, &q)) TH_LOG("no progress after THAW");
+	EXPECT_TRUE(moves(&s.t, &running)) TH_LOG("no progress after THAW");
 	setup_close(&s);
 }
 
