@@ -88,3 +88,40 @@ int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
 	free(all);
 	return r;
 }
+
+int kit_batch(int owner, unsigned long cmd, __u32 handle, struct kit_queue *qs, int n,
+	      struct kfdp_batch *out)
+{
+	struct kfdp_queue_ref refs[KIT_MAX_QUEUES];
+	struct kfdp_batch b;
+	int i, tries, again;
+
+	if (n < 1 || n > KIT_MAX_QUEUES)
+		return -EINVAL;
+	for (tries = 0; tries < 200; tries++) {
+		for (i = 0; i < n; i++) {
+			refs[i] = (struct kfdp_queue_ref){
+				.handle = handle, .gpu_id = qs[i].gpu_id, .queue_id = qs[i].queue_id,
+			};
+		}
+		memset(&b, 0, sizeof(b));
+		b.entries_ptr = (__u64)(uintptr_t)refs;
+		b.num_entries = n;
+		b.entry_size = sizeof(refs[0]);
+		if (ioctl(owner, cmd, &b))
+			return -errno;
+		for (again = 0, i = 0; i < n; i++)
+			again |= refs[i].status == -EAGAIN;
+		if (!again)
+			break;
+		if (b.num_ok) /* some went through: the batch is not all or nothing */
+			return -EAGAIN;
+		kit_sleep_ms(2);
+	}
+	if (out)
+		*out = b;
+	for (i = 0; i < n; i++)
+		if (refs[i].status)
+			return refs[i].status;
+	return 0;
+}

@@ -74,6 +74,16 @@ struct kfdp_queue_info *kit_query_all(int owner, __u32 handle, __u32 gpu_id, __u
 int kit_query_one(int owner, __u32 handle, const struct kit_queue *q,
 		  struct kfdp_queue_info *out);
 
+/*
+ * PREEMPT or RESUME (@cmd) of @n queues of attachment @handle as one batch;
+ * fills @out if not NULL. A PREEMPT that comes too soon after the node's
+ * last change (min_preempt_interval_us) gets -EAGAIN entries and changes
+ * nothing: it is retried, as a scheduler would. Returns 0, the first
+ * entry's non-zero status, or -errno of the ioctl.
+ */
+int kit_batch(int owner, unsigned long cmd, __u32 handle, struct kit_queue *qs, int n,
+	      struct kfdp_batch *out);
+
 void kit_sleep_ms(long ms);
 
 #endif /* KIT_H */

@@ -13,8 +13,8 @@
 #               of the GPU: every check the model can express, a short
 #               measurement
 #
-# Finds hw_test, kfd-preempt and kfdp-hw-tenant on PATH (or KFDP_HW_TEST,
-# KFDP_CLI, KFDP_HW_TENANT) and the code objects in KFDP_HW_KERNELS.
+# Finds hw_test, kfd-preempt, kfdp-hw-tenant and kfdp-hw-probe on PATH (or
+# KFDP_HW_TEST, KFDP_CLI, KFDP_HW_TENANT, KFDP_HW_PROBE) and the code objects in KFDP_HW_KERNELS.
 # POSIX sh: it also runs in the test VM's busybox.
 
 dry=0 report=""
@@ -93,7 +93,7 @@ label() {
 }
 
 echo "TAP version 13"
-echo "1..4"
+echo "1..5"
 if [ $dry = 1 ]; then
 	export KFDP_HW_DRIVER=sim
 	export KFDP_HW_CYCLES=${KFDP_HW_CYCLES:-200}
@@ -124,6 +124,19 @@ else
 	nok "bench --hardware"
 fi
 sed 's/^/# /' "$report/bench.txt"
+
+# What activity detection rests on: read-pointer write-back, doorbells
+# rung on a preempted queue. Hardware only.
+if [ $dry = 1 ]; then
+	ok "probe # SKIP dry run: the probe measures a GPU's command processor"
+else
+	if ${KFDP_HW_PROBE:-kfdp-hw-probe} >"$report/probe.json" 2>"$report/probe.err"; then
+		ok "probe"
+	else
+		sed 's/^/# /' "$report/probe.err"
+		nok "probe"
+	fi
+fi
 
 snapshot after
 dmesg >"$report/dmesg.txt" 2>&1

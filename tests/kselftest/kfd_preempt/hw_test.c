@@ -99,46 +99,6 @@ static void setup_close(struct setup *s)
 		s->t.drv->close(&s->t);
 }
 
-/*
- * PREEMPT or RESUME of @n queues as one batch. A PREEMPT that comes too
- * soon after the node's last change (min_preempt_interval_us) gets -EAGAIN
- * entries and changes nothing: retry, as a scheduler would.
- */
-static int batch(int owner, unsigned long cmd, __u32 handle, struct kit_queue *qs, int n,
-		 struct kfdp_batch *out)
-{
-	struct kfdp_queue_ref refs[KIT_MAX_QUEUES];
-	struct kfdp_batch b;
-	int i, tries, again;
-
-	for (tries = 0; tries < 200; tries++) {
-		for (i = 0; i < n; i++) {
-			refs[i] = (struct kfdp_queue_ref){
-				.handle = handle, .gpu_id = qs[i].gpu_id, .queue_id = qs[i].queue_id,
-			};
-		}
-		memset(&b, 0, sizeof(b));
-		b.entries_ptr = (__u64)(uintptr_t)refs;
-		b.num_entries = n;
-		b.entry_size = sizeof(refs[0]);
-		if (ioctl(owner, cmd, &b))
-			return -errno;
-		for (again = 0, i = 0; i < n; i++)
-			again |= refs[i].status == -EAGAIN;
-		if (!again)
-			break;
-		if (b.num_ok) /* some went through: the batch is not all or nothing */
-			return -EAGAIN;
-		kit_sleep_ms(2);
-	}
-	if (out)
-		*out = b;
-	for (i = 0; i < n; i++)
-		if (refs[i].status)
-			return refs[i].status;
-	return 0;
-}
-
 static __u64 progress(struct kit_tenant *t, struct kit_queue *q)
 {
 	__u64 v = 0;
@@ -177,9 +137,9 @@ TEST(progress_stops_while_preempted)
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	ASSERT_TRUE(moves(&s.t, &q)) TH_LOG("the workload never ran");
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
 	EXPECT_TRUE(stays_still(&s.t, &q)) TH_LOG("progress while preempted");
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
 	EXPECT_TRUE(moves(&s.t, &q)) TH_LOG("no progress after resume");
 	setup_close(&s);
 }
@@ -221,8 +181,8 @@ static void checksum_run(struct __test_metadata *_metadata, struct setup *s, lon
 		hsa.hsa_signal_store_relaxed(done, 1);
 		kit_gpu_dispatch(hq, &k, args, GROUPS * WG, WG, WG * 4, done);
 		while (run && hsa.hsa_signal_load_relaxed(done) >= 1 && done_cycles < cycles) {
-			ASSERT_EQ(0, batch(s->owner, KFDP_IOC_PREEMPT, s->handle, &q, 1, NULL));
-			ASSERT_EQ(0, batch(s->owner, KFDP_IOC_RESUME, s->handle, &q, 1, NULL));
+			ASSERT_EQ(0, kit_batch(s->owner, KFDP_IOC_PREEMPT, s->handle, &q, 1, NULL));
+			ASSERT_EQ(0, kit_batch(s->owner, KFDP_IOC_RESUME, s->handle, &q, 1, NULL));
 			done_cycles++;
 		}
 		ASSERT_EQ(0, kit_gpu_wait(done, 600000)) TH_LOG("checksum run %d never finished", run);
@@ -248,7 +208,7 @@ static void conservation_run(struct __test_metadata *_metadata, struct setup *s,
 
 	ASSERT_EQ(0, s->t.drv->spin(&s->t, s->owner, s->handle, &q));
 	for (i = 0; i < cycles; i++) {
-		ASSERT_EQ(0, batch(s->owner, KFDP_IOC_PREEMPT, s->handle, &q, 1, NULL));
+		ASSERT_EQ(0, kit_batch(s->owner, KFDP_IOC_PREEMPT, s->handle, &q, 1, NULL));
 		memset(&a, 0, sizeof(a));
 		memset(&b, 0, sizeof(b));
 		a.queue_id = b.queue_id = q.queue_id;
@@ -258,7 +218,7 @@ static void conservation_run(struct __test_metadata *_metadata, struct setup *s,
 		ASSERT_EQ(0, ioctl(s->t.fd, KFDP_SIM_IOC_QUEUE_STATUS, &b));
 		ASSERT_EQ(a.retired, b.retired) TH_LOG("cycle %ld: work retired while preempted", i);
 		ASSERT_EQ(a.in_flight, b.in_flight) TH_LOG("cycle %ld: saved work changed", i);
-		ASSERT_EQ(0, batch(s->owner, KFDP_IOC_RESUME, s->handle, &q, 1, NULL));
+		ASSERT_EQ(0, kit_batch(s->owner, KFDP_IOC_RESUME, s->handle, &q, 1, NULL));
 	}
 	ASSERT_EQ(0, kfdp_sim_stat("conservation_errors"));
 	TH_LOG("%ld preempt/resume cycles, no work lost", cycles);
@@ -311,7 +271,7 @@ TEST(doorbell_while_preempted_runs_after_resume)
 	ASSERT_TRUE(stamps && hq);
 	ASSERT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_signal_create(N, 0, NULL, &done));
 	ASSERT_EQ(0, kit_hsa_identify(s.owner, s.handle, hq->base_address, &q));
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
 	for (i = 0; i < N; i++) {
 		__u32 *a = kit_gpu_kernarg(g, k.kernarg_size);
 
@@ -324,7 +284,7 @@ TEST(doorbell_while_preempted_runs_after_resume)
 	EXPECT_EQ(N, hsa.hsa_signal_load_relaxed(done)) TH_LOG("a dispatch ran while preempted");
 	for (i = 0; i < N; i++)
 		EXPECT_EQ(0, stamps[i]);
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
 	/* Each dispatch decrements the signal once: all N ran, in order. */
 	ASSERT_EQ(0, kit_gpu_wait(done, PROGRESS_MS)) TH_LOG("dispatches lost");
 	for (i = 1; i < N; i++)
@@ -572,14 +532,14 @@ TEST(tenant_update_does_not_resume)
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	ASSERT_TRUE(moves(&s.t, &q));
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
 	EXPECT_EQ(HSA_STATUS_SUCCESS,
 		  hsa.hsa_amd_queue_set_priority(kit_hsa_queue(&q), HSA_AMD_QUEUE_PRIORITY_HIGH));
 	EXPECT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_amd_queue_cu_set_mask(kit_hsa_queue(&q), 32, mask));
 	EXPECT_TRUE(stays_still(&s.t, &q)) TH_LOG("the tenant's update resumed the queue");
 	ASSERT_EQ(0, kit_query_one(s.owner, s.handle, &q, &info));
 	EXPECT_TRUE(info.state & KFDP_QS_OWNED);
-	ASSERT_EQ(0, batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
+	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
 	EXPECT_TRUE(moves(&s.t, &q));
 	setup_close(&s);
 }
@@ -611,7 +571,7 @@ TEST(owner_killed_mid_preemption_resumes)
 		int owner = open(KFDP_DEV, O_RDWR | O_CLOEXEC);
 		int h = owner < 0 ? -1 : kit_attach(owner, &s.t);
 
-		b = h > 0 && !batch(owner, KFDP_IOC_PREEMPT, h, &q, 1, NULL);
+		b = h > 0 && !kit_batch(owner, KFDP_IOC_PREEMPT, h, &q, 1, NULL);
 		if (write(sync[1], &b, 1) != 1)
 			_exit(1);
 		for (;;)
@@ -654,7 +614,7 @@ TEST(node_recovers_after_preemption_timeout)
 	r = is_sim(drv) ? kfdp_knob_set(0, "fail_unmaps", 1) :
 	    write_file("/sys/module/amdgpu/parameters/queue_preemption_timeout_ms", "1");
 	ASSERT_EQ(0, r);
-	r = batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL);
+	r = kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL);
 	if (!is_sim(drv))
 		write_file("/sys/module/amdgpu/parameters/queue_preemption_timeout_ms", "9000");
 	TH_LOG("PREEMPT under a failing unmap: %d", r);
@@ -664,9 +624,9 @@ TEST(node_recovers_after_preemption_timeout)
 	ASSERT_EQ(0, setup_open(&s2, drv));
 	ASSERT_EQ(0, drv->spin(&s2.t, s2.owner, s2.handle, &other));
 	EXPECT_TRUE(moves(&s2.t, &other)) TH_LOG("the node did not recover");
-	EXPECT_EQ(0, batch(s2.owner, KFDP_IOC_PREEMPT, s2.handle, &other, 1, NULL));
+	EXPECT_EQ(0, kit_batch(s2.owner, KFDP_IOC_PREEMPT, s2.handle, &other, 1, NULL));
 	EXPECT_TRUE(stays_still(&s2.t, &other));
-	EXPECT_EQ(0, batch(s2.owner, KFDP_IOC_RESUME, s2.handle, &other, 1, NULL));
+	EXPECT_EQ(0, kit_batch(s2.owner, KFDP_IOC_RESUME, s2.handle, &other, 1, NULL));
 	EXPECT_TRUE(moves(&s2.t, &other));
 	setup_close(&s2);
 	setup_close(&s);
@@ -710,8 +670,8 @@ TEST(cooperative_kernel_survives_preemption)
 	ASSERT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_signal_create(1, 0, NULL, &done));
 	kit_gpu_dispatch(hq, &k, a, GROUPS * 64, 64, 0, done);
 	for (i = 0; i < CYCLES && hsa.hsa_signal_load_relaxed(done) >= 1; i++) {
-		ASSERT_EQ(0, batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
-		ASSERT_EQ(0, batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
+		ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
+		ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_RESUME, s.handle, &q, 1, NULL));
 	}
 	ASSERT_EQ(0, kit_gpu_wait(done, 600000));
 	EXPECT_EQ(ROUNDS, out[0]);
