@@ -20,7 +20,7 @@ use clap::{Args, ValueEnum};
 use kfd_preempt::{sim::SimNode, BatchOptions, Caps, Device, QueueRef, Target};
 use serde::{Deserialize, Serialize};
 
-use crate::{chart, CliResult, Done};
+use crate::{chart, debugger::Debugger, CliResult, Done};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum CostName {
@@ -120,6 +120,8 @@ impl CostModel {
 pub(crate) const BATCH: &str = "batch";
 pub(crate) const SINGLES: &str = "singles";
 pub(crate) const FREEZE: &str = "freeze";
+/// The KFD debugger's SUSPEND_QUEUES, one call per process (--hardware).
+pub(crate) const DEBUGGER: &str = "debugger";
 
 /// One (cost model, K, P, method) measurement.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -455,13 +457,15 @@ fn run_cell(
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     let mut refs = Vec::new();
-    for t in &targets {
-        refs.extend(
-            t.query()
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(|q| q.queue_ref()),
-        );
+    // Each tenant's pid and queue ids, for the debugger method.
+    let mut per_tenant = Vec::new();
+    for (tenant, t) in tenants.iter().zip(&targets) {
+        let queues = t.query().map_err(|e| e.to_string())?;
+        per_tenant.push((
+            tenant.pid,
+            queues.iter().map(|q| q.queue_id).collect::<Vec<_>>(),
+        ));
+        refs.extend(queues.iter().map(|q| q.queue_ref()));
     }
     if refs.len() != k as usize {
         return Err(format!(
@@ -483,8 +487,18 @@ fn run_cell(
         (FREEZE, &|| cell.freeze()),
     ];
     let mut rows = Vec::new();
+    let mut results = Vec::new();
     for (method, f) in methods {
-        let s = measure(args.reps, budget, f)?;
+        results.push((method, measure(args.reps, budget, f)?));
+    }
+    // Last: while a process is debug-enabled kfd_preempt refuses it.
+    if args.hardware {
+        match debugger_cell(&per_tenant, args.reps, budget) {
+            Ok(s) => results.push((DEBUGGER, s)),
+            Err(e) => eprintln!("bench: K={k} P={p}: no debugger comparison: {e}"),
+        }
+    }
+    for (method, s) in results {
         rows.push(Row {
             cost_model: cost.name.clone(),
             k,
@@ -507,6 +521,31 @@ fn run_cell(
     drop(targets);
     drop(tenants);
     Ok(rows)
+}
+
+/// The debugger's SUSPEND_QUEUES and RESUME_QUEUES of every tenant's
+/// queues, one call per process each way; amdkfd reports no hardware time
+/// or update count, so the module columns are 0 and the updates P.
+fn debugger_cell(
+    per_tenant: &[(i32, Vec<u32>)],
+    reps: u32,
+    budget: Duration,
+) -> Result<Samples, String> {
+    let mut dbg = Debugger::new()?;
+    for (pid, _) in per_tenant {
+        dbg.attach(*pid)?;
+    }
+    measure(reps, budget, || {
+        let mut wall = Duration::ZERO;
+        for (pid, ids) in per_tenant {
+            wall += dbg.suspend(*pid, ids)?;
+        }
+        let mut resume = Duration::ZERO;
+        for (pid, ids) in per_tenant {
+            resume += dbg.resume(*pid, ids)?;
+        }
+        Ok((wall, Duration::ZERO, per_tenant.len() as u64, resume))
+    })
 }
 
 /// The text table for one cost model.
@@ -555,6 +594,16 @@ pub(crate) fn table(results: &Results, cost: &CostModel) -> String {
             fmt(f),
             s.p50_us / b.p50_us.max(f64::MIN_POSITIVE),
             f.p50_us / b.p50_us.max(f64::MIN_POSITIVE)
+        );
+    }
+    for d in results
+        .rows
+        .iter()
+        .filter(|r| r.cost_model == cost.name && r.method == DEBUGGER)
+    {
+        out += &format!(
+            "{:>5} {:>3} {:>3} | debugger SUSPEND_QUEUES p50/p99/max {:.1}/{:.1}/{:.1} us, RESUME_QUEUES p50 {:.1} us ({} calls)\n",
+            d.k, d.p, d.processes, d.p50_us, d.p99_us, d.max_us, d.resume_p50_us, d.runlist_updates
         );
     }
     out

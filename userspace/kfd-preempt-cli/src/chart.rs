@@ -5,7 +5,7 @@
 use std::{fmt::Write, path::Path};
 
 use crate::{
-    bench::{Results, Row, BATCH, FREEZE, SINGLES},
+    bench::{Results, Row, BATCH, DEBUGGER, FREEZE, SINGLES},
     CliResult, Done,
 };
 
@@ -146,10 +146,11 @@ fn chosen_p(r: &Results) -> u32 {
 }
 
 /// The methods compared, as the chart names and colours them.
-const METHODS: [(&str, &str, &str); 3] = [
+const METHODS: [(&str, &str, &str); 4] = [
     (BATCH, "one PREEMPT batch of K", "#1b9e77"),
     (SINGLES, "K single-entry PREEMPTs", "#d95f02"),
     (FREEZE, "P FREEZEs", "#7570b3"),
+    (DEBUGGER, "P debugger SUSPEND_QUEUES", "#e7298a"),
 ];
 
 /// One series per method: `value` of each row of `cost` at `p`, against K.
@@ -167,6 +168,8 @@ fn method_series(r: &Results, cost: &str, p: u32, value: fn(&Row) -> f64) -> Vec
                 .map(|row| (f64::from(row.k), value(row)))
                 .collect(),
         })
+        // Batch always has points; the debugger only on hardware.
+        .filter(|s| s.name == METHODS[0].1 || !s.points.is_empty())
         .collect()
 }
 

@@ -8,6 +8,7 @@
 
 mod bench;
 mod chart;
+mod debugger;
 mod hold;
 mod list;
 mod registry;
