@@ -73,6 +73,12 @@ vm_out=$(kfdp_phase vm tests/vm/run --amdkfd-emu sim_nodes=2 sim_mes_nodes=2 --o
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
+# The hardware kit's kfd/rls parser against what amdkfd's own packet
+# manager printed in that run (KUnit hws_runlist_debugfs_dump).
+rls=$(kfdp_phase hw-kit-rls out/hw/rls_test out/vm/console.log 2>&1)
+grep -v '^ok ' <<<"$rls" || true
+count "$rls"
+
 # Once more with pid_attach=1 and no simulated node: the PID-mode rejection
 # paths (EPERM without CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then, as does
 # the EOPNOTSUPP of a simulated ATTACH; the kselftests read the mode from

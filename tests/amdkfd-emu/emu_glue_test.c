@@ -11,6 +11,7 @@
  */
 
 #include <kunit/test.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 
 #include <linux/kfd_preempt.h>
@@ -218,6 +219,51 @@ static void hws_batch_costs_one_cycle(struct kunit *test)
 	for (i = 0; i < 4; i++)
 		KUNIT_EXPECT_FALSE(test, procs[i]->q[1]->properties.is_suspended);
 	expect_consistent(test, en, true);
+}
+
+/*
+ * amdkfd's own kfd/rls view of a runlist (pm_debugfs_runlist(), what the
+ * hardware kit's tests/hw/rls.c parses on a GPU host), with two processes
+ * and one queue preempted, printed between markers with each queue's
+ * doorbell offset and whether the firmware maps it. The host runs rls.c
+ * on it after the VM (tests/hw/rls_test.c).
+ */
+static void hws_runlist_debugfs_dump(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *procs[2] = { proc(test, en, 1, 3), proc(test, en, 2, 2) };
+	struct seq_file m = { .size = 4 * PAGE_SIZE };
+	struct kfdp_glue_result res;
+	struct kfdp_glue_item *it;
+	char *line, *next;
+	u32 n;
+	int i, j;
+
+	it = items(test, procs, 1, 1, 1, &n);
+	apply_ok(test, KFDP_GLUE_PREEMPT, it, n, &res);
+	m.buf = kunit_kzalloc(test, m.size, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, m.buf);
+	KUNIT_ASSERT_EQ(test, 0, pm_debugfs_runlist(&m, &en->node.dqm->packet_mgr));
+	KUNIT_ASSERT_LT(test, m.count, m.size);	/* not truncated */
+	m.buf[m.count] = 0;
+	pr_info("kfdp-rls-begin\n");
+	/* kfd_debugfs_rls_by_device()'s header, then the packet manager's dump. */
+	pr_info("Node 0, gpu_id %x:\n", en->node.id);
+	for (line = m.buf; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		pr_info("%s\n", line);
+	}
+	for (i = 0; i < 2; i++)
+		for (j = 0; j < procs[i]->nq; j++)
+			pr_info("kfdp-rls-expect %x %u %d\n", en->node.id,
+				procs[i]->q[j]->properties.doorbell_off,
+				emu_hws_is_mapped(en, procs[i]->q[j]));
+	pr_info("kfdp-rls-end\n");
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, procs[0]->q[1]));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));
+	apply_ok(test, KFDP_GLUE_RESUME, it, n, &res);
 }
 
 /* A batch over two nodes: one cycle on each, none twice. */
@@ -1153,6 +1199,7 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_starts_with_runlist),
 	KUNIT_CASE(hws_batch_costs_one_cycle),
 	KUNIT_CASE(hws_batch_over_two_nodes),
+	KUNIT_CASE(hws_runlist_debugfs_dump),
 	KUNIT_CASE(hws_mqd_preserved),
 	KUNIT_CASE(hws_tenant_update_keeps_preemption),
 	KUNIT_CASE(hws_destroy_while_preempted),
