@@ -58,6 +58,28 @@ static const struct kit_driver *driver_or_skip(const char **why)
 	return *why ? NULL : drv;
 }
 
+/*
+ * Every check runs with the driver KFDP_HW_DRIVER names, or SKIPs with why
+ * it cannot run here. The timeouts are for real GPUs: 10,000 cycles of the
+ * state check take tens of seconds at the default min_preempt_interval_us.
+ */
+FIXTURE(kit) {
+	const struct kit_driver *drv;
+};
+
+FIXTURE_SETUP(kit)
+{
+	const char *why;
+
+	self->drv = driver_or_skip(&why);
+	if (!self->drv)
+		SKIP(return, "%s", why);
+}
+
+FIXTURE_TEARDOWN(kit)
+{
+}
+
 static int is_sim(const struct kit_driver *drv)
 {
 	return drv == &kit_sim_driver;
@@ -124,16 +146,13 @@ static int moves(struct kit_tenant *t, struct kit_queue *q)
 }
 
 /* Preempt stops a spinning queue's progress and resume restarts it. */
-TEST(progress_stops_while_preempted)
+TEST_F_TIMEOUT(kit, progress_stops_while_preempted, 120)
 {
 	const struct kit_driver *drv;
-	const char *why;
 	struct kit_queue q;
 	struct setup s;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	ASSERT_TRUE(moves(&s.t, &q)) TH_LOG("the workload never ran");
@@ -225,15 +244,12 @@ static void conservation_run(struct __test_metadata *_metadata, struct setup *s,
 }
 
 /* Preempt/resume cycles leave a running computation's state intact. */
-TEST(state_survives_preempt_resume_cycles)
+TEST_F_TIMEOUT(kit, state_survives_preempt_resume_cycles, 1800)
 {
 	const struct kit_driver *drv;
-	const char *why;
 	struct setup s;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	ASSERT_EQ(0, setup_open(&s, drv));
 	if (is_sim(drv))
 		conservation_run(_metadata, &s, env_long("KFDP_HW_CYCLES", 200));
@@ -243,7 +259,7 @@ TEST(state_survives_preempt_resume_cycles)
 }
 
 /* Packets written and rung while the queue is preempted run after resume. */
-TEST(doorbell_while_preempted_runs_after_resume)
+TEST_F_TIMEOUT(kit, doorbell_while_preempted_runs_after_resume, 120)
 {
 	enum { N = 16 };
 	const struct kit_driver *drv;
@@ -253,14 +269,11 @@ TEST(doorbell_while_preempted_runs_after_resume)
 	hsa_signal_t done;
 	hsa_queue_t *hq;
 	struct setup s;
-	const char *why;
 	char err[256];
 	__u64 *stamps;
 	int i;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	if (is_sim(drv))
 		SKIP(return, "the simulated node has no rings or doorbells to ring");
 	ASSERT_EQ(0, setup_open(&s, drv));
@@ -404,7 +417,7 @@ static int firmware_mapped(const struct kit_driver *drv, int owner, __u32 *handl
  * per HWS node (one call per queue on MES), and what the firmware maps
  * agrees with QUERY before, during and after.
  */
-TEST(batch_one_runlist_update_per_node)
+TEST_F_TIMEOUT(kit, batch_one_runlist_update_per_node, 120)
 {
 	long k = env_long("KFDP_HW_QUEUES", 8), p = env_long("KFDP_HW_PROCESSES", 4);
 	struct kit_queue qs[KIT_MAX_QUEUES];
@@ -414,11 +427,8 @@ TEST(batch_one_runlist_update_per_node)
 	struct child cs[16];
 	struct kfdp_batch b;
 	int i, j, n = 0, nnodes = 0, mes = 0, before, owner;
-	const char *why;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	if (!is_sim(drv) && access(KIT_RLS, R_OK))
 		SKIP(return, KIT_RLS " is not readable: mount debugfs, run as root");
 	ASSERT_TRUE(p >= 1 && p <= 16 && k >= p && k <= KIT_MAX_QUEUES);
@@ -483,17 +493,14 @@ TEST(batch_one_runlist_update_per_node)
  * FREEZE stops a tenant's running queue and holds back a queue it creates
  * while frozen, until THAW.
  */
-TEST(freeze_holds_back_new_queue)
+TEST_F_TIMEOUT(kit, freeze_holds_back_new_queue, 120)
 {
 	const struct kit_driver *drv;
 	struct kit_queue running, q;
 	struct kfdp_freeze f;
 	struct setup s;
-	const char *why;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &running));
 	ASSERT_TRUE(moves(&s.t, &running)) TH_LOG("the workload never ran");
@@ -515,18 +522,15 @@ TEST(freeze_holds_back_new_queue)
 }
 
 /* The tenant's own UPDATE_QUEUE and CU mask do not resume a preempted queue. */
-TEST(tenant_update_does_not_resume)
+TEST_F_TIMEOUT(kit, tenant_update_does_not_resume, 120)
 {
 	const struct kit_driver *drv;
 	struct kfdp_queue_info info;
 	struct kit_queue q;
 	struct setup s;
-	const char *why;
 	__u32 mask[4] = { 0x5555, 0, 0, 0 };
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	if (is_sim(drv))
 		SKIP(return, "a simulated tenant has no UPDATE_QUEUE or CU mask (kfdp_amdkfd_hws covers both on amdkfd's code)");
 	ASSERT_EQ(0, setup_open(&s, drv));
@@ -545,19 +549,16 @@ TEST(tenant_update_does_not_resume)
 }
 
 /* An owner killed while it holds a preemption leaves nothing preempted. */
-TEST(owner_killed_mid_preemption_resumes)
+TEST_F_TIMEOUT(kit, owner_killed_mid_preemption_resumes, 120)
 {
 	const struct kit_driver *drv;
 	struct kit_queue q;
 	struct setup s;
-	const char *why;
 	int sync[2], status;
 	pid_t pid;
 	char b;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	ASSERT_EQ(0, setup_open(&s, drv));
 	ASSERT_EQ(0, drv->spin(&s.t, s.owner, s.handle, &q));
 	ASSERT_TRUE(moves(&s.t, &q));
@@ -594,17 +595,14 @@ TEST(owner_killed_mid_preemption_resumes)
  * KFDP_HW_DESTRUCTIVE=1 and lowers amdgpu's queue_preemption_timeout_ms
  * under a long checksum dispatch; on the simulated node the unmap fails.
  */
-TEST(node_recovers_after_preemption_timeout)
+TEST_F_TIMEOUT(kit, node_recovers_after_preemption_timeout, 120)
 {
 	const struct kit_driver *drv;
 	struct kit_queue q, other;
 	struct setup s, s2;
-	const char *why;
 	int r;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	if (!is_sim(drv) && !getenv("KFDP_HW_DESTRUCTIVE"))
 		SKIP(return, "can reset a queue or the GPU: set KFDP_HW_DESTRUCTIVE=1 on a drained host");
 	ASSERT_EQ(0, setup_open(&s, drv));
@@ -633,7 +631,7 @@ TEST(node_recovers_after_preemption_timeout)
 }
 
 /* A cooperative (GWS) kernel survives preempt/resume cycles and completes. */
-TEST(cooperative_kernel_survives_preemption)
+TEST_F_TIMEOUT(kit, cooperative_kernel_survives_preemption, 900)
 {
 	enum { GROUPS = 8, ROUNDS = 200000, CYCLES = 100 };
 	const struct kit_driver *drv;
@@ -643,14 +641,11 @@ TEST(cooperative_kernel_survives_preemption)
 	hsa_signal_t done;
 	hsa_queue_t *hq;
 	struct setup s;
-	const char *why;
 	char err[256];
 	__u32 *out, *a;
 	int i;
 
-	drv = driver_or_skip(&why);
-	if (!drv)
-		SKIP(return, "%s", why);
+	drv = self->drv;
 	if (is_sim(drv))
 		SKIP(return, "the simulated node has no global wave sync (GWS)");
 	ASSERT_EQ(0, setup_open(&s, drv));
