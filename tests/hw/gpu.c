@@ -68,8 +68,6 @@ static hsa_status_t find_cpu_pools(hsa_agent_t agent, void *data)
 	return HSA_STATUS_SUCCESS;
 }
 
-static struct kit_gpu *the_gpu; /* for kit_gpu_alloc()'s allow_access */
-
 const char *kit_gpu_open(struct kit_gpu *g)
 {
 	static char why[256];
@@ -95,25 +93,25 @@ const char *kit_gpu_open(struct kit_gpu *g)
 			 pick.seen, pick.want);
 		return why;
 	}
+	g->initialized = 1;
 	g->agent = pick.agent;
 	hsa.hsa_agent_get_info(g->agent, HSA_AGENT_INFO_NAME, g->target);
 	hsa.hsa_agent_get_info(g->agent, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME,
 			       g->product);
 	hsa.hsa_iterate_agents(find_cpu_pools, g);
 	if (!g->have_host_pool || !g->have_kernarg_pool) {
-		hsa.hsa_shut_down();
+		kit_gpu_close(g);
 		return "the HSA runtime offers no fine-grained or kernarg system memory pool";
 	}
-	the_gpu = g;
 	return NULL;
 }
 
+/* hsa_init() counts its callers: each open gpu shuts down once. */
 void kit_gpu_close(struct kit_gpu *g)
 {
-	if (the_gpu == g) {
+	if (g->initialized)
 		hsa.hsa_shut_down();
-		the_gpu = NULL;
-	}
+	g->initialized = 0;
 }
 
 int kit_gpu_kernel(struct kit_gpu *g, const char *workload, struct kit_kernel *k,

@@ -18,6 +18,7 @@ struct kit_gpu {
 	hsa_amd_memory_pool_t host_pool;	/* fine-grained system memory */
 	hsa_amd_memory_pool_t kernarg_pool;
 	int have_host_pool, have_kernarg_pool;
+	int initialized;	/* hsa_init() succeeded for this gpu */
 };
 
 struct kit_kernel {
