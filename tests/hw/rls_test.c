@@ -42,7 +42,8 @@ int main(int argc, char **argv)
 	size_t dump_len = 0;
 	FILE *log, *d;
 
-	if (argc != 2 || !(log = fopen(argv[1], "r"))) {
+	log = argc == 2 ? fopen(argv[1], "r") : NULL;
+	if (!log) {
 		fprintf(stderr, "usage: rls_test CONSOLE_LOG\n");
 		return 2;
 	}
