@@ -73,9 +73,22 @@ fi
 [ -d /sys/kernel/debug/kfd ] || refuse "amdkfd's debugfs (/sys/kernel/debug/kfd) is not available"
 ! grep -q '^kfd_preempt ' /proc/modules ||
 	refuse "kfd_preempt is already loaded: unload it (rmmod kfd_preempt) so the run starts clean"
+for tool in cargo rustc bindgen make gcc python3; do
+	command -v "$tool" >/dev/null ||
+		refuse "no $tool on PATH (under sudo, keep the user's: sudo env PATH=\"\$PATH\" $0)"
+done
 clang=${CLANG:-clang}
 command -v "$clang" >/dev/null && "$clang" -print-targets 2>/dev/null | grep -q amdgcn ||
 	refuse "no clang with the AMDGPU target (set CLANG, e.g. /opt/rocm/llvm/bin/clang)"
+# The kit itself (GPU workloads, HSA host programs) builds here, into a
+# scratch directory: this proves clang, the HSA headers and gcc at once.
+kit_scratch=$(mktemp -d)
+make -C "$root/tests/hw" OUTPUT="$kit_scratch" CLANG="$clang" KFDP_UAPI="$root/uapi" all \
+	>"$kit_scratch.log" 2>&1 || {
+	tail -n 20 "$kit_scratch.log" >&2
+	refuse "the kit does not build here (HSA headers: set HSA_INCLUDE; clang: set CLANG)"
+}
+rm -rf "$kit_scratch" "$kit_scratch.log"
 # The amdkfd source must be the one the glue was reviewed against (the
 # module build checks it too; this says so before anything is built).
 fingerprint=$(mktemp)

@@ -35,7 +35,7 @@ MACH = {"gfx90a": 0x03F, "gfx942": 0x04C, "gfx1100": 0x041, "gfx1200": 0x048}
 KERNELS = {
     "spin": ["global_buffer", "global_buffer"],
     "checksum": ["global_buffer", "dynamic_shared_pointer", "by_value"],
-    "coop": ["global_buffer", "by_value", "by_value"],
+    "coop": ["global_buffer", "by_value", "by_value", "by_value"],
     "stamp": ["global_buffer", "by_value"],
 }
 NO_GWS = {"gfx1200"}  # coop is not built for these

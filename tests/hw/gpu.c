@@ -12,6 +12,8 @@
 
 #include "gpu.h"
 
+#define KIT_MAX_FDS 4096
+
 struct agent_pick {
 	int want, seen;
 	hsa_agent_t agent;
@@ -68,8 +70,53 @@ static hsa_status_t find_cpu_pools(hsa_agent_t agent, void *data)
 	return HSA_STATUS_SUCCESS;
 }
 
+/*
+ * Calls @fn for each of this process's descriptors open on /dev/kfd; stops
+ * at and returns the first for which it returns non-zero, else -1.
+ */
+static int each_kfd_fd(int (*fn)(int fd, void *data), void *data)
+{
+	char link[300], target[64];
+	struct dirent *d;
+	DIR *dir = opendir("/proc/self/fd");
+	int fd = -1;
+	ssize_t n;
+
+	while (dir && (d = readdir(dir))) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", d->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (!strcmp(target, "/dev/kfd") && fn(atoi(d->d_name), data)) {
+			fd = atoi(d->d_name);
+			break;
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return fd;
+}
+
+static int remember(int fd, void *data)
+{
+	unsigned char *seen = data;
+
+	if (fd < KIT_MAX_FDS)
+		seen[fd] = 1;
+	return 0;
+}
+
+static int is_new(int fd, void *data)
+{
+	const unsigned char *seen = data;
+
+	return fd >= KIT_MAX_FDS || !seen[fd];
+}
+
 const char *kit_gpu_open(struct kit_gpu *g)
 {
+	static unsigned char kfd_before[KIT_MAX_FDS];
 	static char why[256];
 	struct agent_pick pick = { .want = 0 };
 	const char *env = getenv("KFDP_HW_GPU");
@@ -79,6 +126,12 @@ const char *kit_gpu_open(struct kit_gpu *g)
 	if (r)
 		return r;
 	memset(g, 0, sizeof(*g));
+	/*
+	 * The runtime opens /dev/kfd itself; a descriptor this process
+	 * inherited or holds for another tenant is not this one's.
+	 */
+	memset(kfd_before, 0, sizeof(kfd_before));
+	each_kfd_fd(remember, kfd_before);
 	s = hsa.hsa_init();
 	if (s != HSA_STATUS_SUCCESS) {
 		snprintf(why, sizeof(why), "hsa_init: %s (no usable KFD GPU here)", kit_hsa_err(s));
@@ -94,6 +147,7 @@ const char *kit_gpu_open(struct kit_gpu *g)
 		return why;
 	}
 	g->initialized = 1;
+	g->kfd_fd = each_kfd_fd(is_new, kfd_before);
 	g->agent = pick.agent;
 	hsa.hsa_agent_get_info(g->agent, HSA_AGENT_INFO_NAME, g->target);
 	hsa.hsa_agent_get_info(g->agent, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_PRODUCT_NAME,
@@ -279,26 +333,7 @@ int kit_gpu_wait(hsa_signal_t s, long ms)
 	return 0;
 }
 
-int kit_gpu_kfd_fd(void)
+int kit_gpu_kfd_fd(const struct kit_gpu *g)
 {
-	char link[300], target[64];
-	struct dirent *d;
-	DIR *dir = opendir("/proc/self/fd");
-	int fd = -1;
-	ssize_t n;
-
-	while (dir && (d = readdir(dir))) {
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", d->d_name);
-		n = readlink(link, target, sizeof(target) - 1);
-		if (n > 0) {
-			target[n] = 0;
-			if (!strcmp(target, "/dev/kfd")) {
-				fd = atoi(d->d_name);
-				break;
-			}
-		}
-	}
-	if (dir)
-		closedir(dir);
-	return fd;
+	return g->kfd_fd;
 }

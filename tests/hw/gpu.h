@@ -19,6 +19,7 @@ struct kit_gpu {
 	hsa_amd_memory_pool_t kernarg_pool;
 	int have_host_pool, have_kernarg_pool;
 	int initialized;	/* hsa_init() succeeded for this gpu */
+	int kfd_fd;		/* the runtime's /dev/kfd, or -1 */
 };
 
 struct kit_kernel {
@@ -62,7 +63,10 @@ uint64_t kit_gpu_dispatch(hsa_queue_t *q, const struct kit_kernel *k, void *kern
 /* Waits up to @ms for @s to drop below 1; returns 0 or -1 on timeout. */
 int kit_gpu_wait(hsa_signal_t s, long ms);
 
-/* The /dev/kfd file this process's runtime opened, or -1. */
-int kit_gpu_kfd_fd(void);
+/*
+ * The /dev/kfd file the runtime opened at kit_gpu_open() (one this process
+ * did not already hold), or -1.
+ */
+int kit_gpu_kfd_fd(const struct kit_gpu *g);
 
 #endif /* KIT_GPU_H */

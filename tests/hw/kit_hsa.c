@@ -72,7 +72,7 @@ static int hsa_open(struct kit_tenant *t)
 		fprintf(stderr, "# %s\n", h->why);
 		return -ENOENT;
 	}
-	t->fd = kit_gpu_kfd_fd();
+	t->fd = kit_gpu_kfd_fd(&h->gpu);
 	return t->fd < 0 ? -EBADF : 0;
 }
 

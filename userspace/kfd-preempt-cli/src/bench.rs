@@ -196,11 +196,25 @@ pub(crate) fn spread(k: u32, procs: u32) -> Vec<u32> {
         .collect()
 }
 
-/// A `kfd-preempt sim-tenant` child; it exits when its stdin closes.
+/// A `kfd-preempt sim-tenant` or `--workload` child; it exits when its
+/// stdin closes.
 struct Tenant {
     child: Child,
     stdin: Option<ChildStdin>,
     pid: i32,
+    /// The workload's queues by ring address, when the tenant says (a GPU
+    /// process may have queues of its runtime's own too).
+    rings: Option<Vec<u64>>,
+}
+
+/// The `rings=0xA,0xB` of a tenant's "ready" line, if any.
+fn ready_rings(line: &str) -> Option<Vec<u64>> {
+    let list = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rings="))?;
+    list.split(',')
+        .map(|r| u64::from_str_radix(r.trim_start_matches("0x"), 16).ok())
+        .collect()
 }
 
 impl Tenant {
@@ -244,7 +258,12 @@ impl Tenant {
             ));
         }
         let pid = child.id() as i32;
-        Ok(Tenant { child, stdin, pid })
+        Ok(Tenant {
+            child,
+            stdin,
+            pid,
+            rings: ready_rings(&line),
+        })
     }
 }
 
@@ -460,7 +479,10 @@ fn run_cell(
     // Each tenant's pid and queue ids, for the debugger method.
     let mut per_tenant = Vec::new();
     for (tenant, t) in tenants.iter().zip(&targets) {
-        let queues = t.query().map_err(|e| e.to_string())?;
+        let mut queues = t.query().map_err(|e| e.to_string())?;
+        if let Some(rings) = &tenant.rings {
+            queues.retain(|q| rings.contains(&q.ring_base_address));
+        }
         per_tenant.push((
             tenant.pid,
             queues.iter().map(|q| q.queue_id).collect::<Vec<_>>(),
@@ -720,6 +742,16 @@ mod tests {
         assert!(m.modelled && m.label.starts_with("MODELLED"));
         let z = CostModel::of(CostName::Zero);
         assert!(!z.modelled && z.cycle_ns == 0 && z.per_queue_ns == 0 && z.mes_call_ns == 0);
+    }
+
+    #[test]
+    fn ready_lines_name_the_workload_rings() {
+        assert_eq!(
+            ready_rings("ready pid=7 queues=2 rings=0x7f00,0x7e00"),
+            Some(vec![0x7f00, 0x7e00])
+        );
+        assert_eq!(ready_rings("ready pid=7 queues=2"), None);
+        assert_eq!(ready_rings("ready pid=7 rings=0x7f00,zz"), None);
     }
 
     #[test]

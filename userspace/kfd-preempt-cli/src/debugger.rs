@@ -3,8 +3,11 @@
 //! by `bench --hardware` on the same queues for comparison.
 //!
 //! A target must be ptrace-attached by the caller (`PTRACE_SEIZE` leaves it
-//! running) and debug-enabled, and a queue still flagged `EC_QUEUE_NEW` is
-//! refused, so attaching takes a queue snapshot that clears that flag.
+//! running) to be debug-enabled; from then on amdkfd knows the caller as
+//! its debugger, so the bench detaches at once (a seized tracee that was
+//! never stopped cannot be detached: it is interrupted first). A queue still
+//! flagged `EC_QUEUE_NEW` is refused, so attaching takes a queue snapshot
+//! that clears that flag.
 //! While a process is debug-enabled kfd_preempt refuses to preempt it: the
 //! bench runs this method last and drops the [`Debugger`] before the next
 //! cell. The layouts are those of Linux's `include/uapi/linux/kfd_ioctl.h`
@@ -53,7 +56,7 @@ fn pair(low: u32, high: u32) -> u64 {
 }
 
 /// A debugger session over some processes; dropping it disables debugging
-/// and detaches from each.
+/// on each.
 pub(crate) struct Debugger {
     kfd: OwnedFd,
     events: OwnedFd,
@@ -118,12 +121,12 @@ impl Debugger {
                 pair(16, self.events.as_raw_fd() as u32),
             ],
         );
-        if let Err(e) = enable {
-            // SAFETY: PTRACE_DETACH of a tracee we seized; no pointers.
-            unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0usize, 0usize) };
-            return Err(e);
+        if enable.is_ok() {
+            self.pids.push(pid);
         }
-        self.pids.push(pid);
+        let detached = detach(pid);
+        enable?;
+        detached?;
         let mut snapshot = vec![0u8; SNAPSHOT_ENTRY * 1024];
         self.trap(
             pid,
@@ -166,6 +169,26 @@ impl Debugger {
     }
 }
 
+/// Ends the ptrace of a seized, running `pid`: PTRACE_DETACH needs a
+/// stopped tracee, so it is interrupted and its stop reaped first.
+fn detach(pid: i32) -> Result<(), String> {
+    let os_err = |what: &str| format!("{what} {pid}: {}", std::io::Error::last_os_error());
+    // SAFETY: PTRACE_INTERRUPT of a tracee we seized; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, pid, 0usize, 0usize) } != 0 {
+        return Err(os_err("ptrace(PTRACE_INTERRUPT)"));
+    }
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer for the call's duration.
+    if unsafe { libc::waitpid(pid, &mut status, libc::__WALL) } != pid {
+        return Err(os_err("waitpid"));
+    }
+    // SAFETY: PTRACE_DETACH of our stopped tracee; data 0 (no signal).
+    if unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0usize, 0usize) } != 0 {
+        return Err(os_err("ptrace(PTRACE_DETACH)"));
+    }
+    Ok(())
+}
+
 /// The per-queue outcome amdkfd wrote back into the id array.
 fn check(array: &[u32], what: &str) -> Result<(), String> {
     match array
@@ -187,10 +210,11 @@ fn check(array: &[u32], what: &str) -> Result<(), String> {
 impl Drop for Debugger {
     fn drop(&mut self) {
         for &pid in &self.pids {
-            // Disabling also resumes what the debugger left suspended.
-            let _ = self.trap(pid, OP_DISABLE, [0; 3]);
-            // SAFETY: PTRACE_DETACH of a tracee we seized; no pointers.
-            unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0usize, 0usize) };
+            // Disabling also resumes what the debugger left suspended;
+            // amdkfd allows it to the process that enabled it.
+            if let Err(e) = self.trap(pid, OP_DISABLE, [0; 3]) {
+                eprintln!("bench: disabling the debugger on {pid}: {e}");
+            }
         }
     }
 }
