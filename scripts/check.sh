@@ -52,6 +52,12 @@ objects=$(kfdp_phase hw-kit-objects python3 tests/hw/check_code_objects.py out/h
 grep -v '^ok ' <<<"$objects" || true
 count "$objects"
 
+# The one command for GPU hosts refuses, with its reason, on a host that
+# lacks what it needs (this one has no GPU), before building anything.
+preflight=$(kfdp_phase hw-validate-refusals tests/hw/preflight_test.sh 2>&1)
+grep -v '^ok ' <<<"$preflight" || true
+count "$preflight"
+
 lint=$(kfdp_phase lint scripts/lint.sh 2>&1)
 echo "$lint"
 count "$(grep -c ': ok$' <<<"$lint") passed, $(grep -c ': FAILED$' <<<"$lint") failed"

@@ -19,7 +19,8 @@
 #   --preflight       check what the host has, build and load nothing
 #
 # AMDGPU_KO names the loaded amdgpu.ko if `modinfo -n amdgpu` does not; CLANG
-# a clang with the AMDGPU target (ROCm's /opt/rocm/llvm/bin/clang works).
+# a clang with the AMDGPU target (ROCm's /opt/rocm/llvm/bin/clang works);
+# KDIR a kernel build tree other than /lib/modules/$(uname -r)/build.
 #
 # Refuses, changing nothing, on a host without root, /dev/kfd, a kernel
 # build directory with CONFIG_RUST, or amdgpu's source.
@@ -32,7 +33,7 @@ while [ $# -gt 0 ]; do
 	--amdgpu-src) amdgpu_src=$2; shift ;;
 	--kernel-src) kernel_src=$2; shift ;;
 	--preflight) preflight=1 ;;
-	-h|--help) sed -n '3,25p' "$0"; exit 0 ;;
+	-h|--help) sed -n '3,26p' "$0"; exit 0 ;;
 	*) echo "hw-validate: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -42,8 +43,9 @@ say() { echo "hw-validate: $*" >&2; }
 
 # --- What the host must have -------------------------------------------------
 kver=$(uname -r)
-kdir=/lib/modules/$kver/build
-[ -e /dev/kfd ] || refuse "no /dev/kfd: this host has no AMD GPU with amdkfd loaded"
+kdir=${KDIR:-/lib/modules/$kver/build}
+# KFDP_KFD_DEV only lets tests/hw/preflight_test.sh reach the later refusals.
+[ -e "${KFDP_KFD_DEV:-/dev/kfd}" ] || refuse "no /dev/kfd: this host has no AMD GPU with amdkfd loaded"
 [ "$(id -u)" = 0 ] || refuse "run as root: it loads a module and reads amdkfd's debugfs"
 [ -d "$kdir" ] || refuse "no kernel build directory $kdir (install the headers of $kver)"
 config=$kdir/.config
