@@ -8,6 +8,7 @@
 #   make demo            provision everything and run the demo in the VM
 #   make bench           run kfd-preempt bench on simulated nodes in the VM
 #                        (results in out/bench/)
+#   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
@@ -31,7 +32,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch
+.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch docs
 
 all: modules
 
@@ -54,6 +55,9 @@ bench:
 
 lint:
 	scripts/lint.sh
+
+docs:
+	scripts/build-docs.sh
 
 rustfmtcheck:
 	scripts/lint.sh rustfmt-module rustfmt-userspace

@@ -58,6 +58,14 @@ preflight=$(kfdp_phase hw-validate-refusals tests/hw/preflight_test.sh 2>&1)
 grep -v '^ok ' <<<"$preflight" || true
 count "$preflight"
 
+# Documentation/ builds with Sphinx, every warning an error.
+if docs=$(kfdp_phase docs scripts/build-docs.sh 2>&1); then
+	count "1 passed, 0 failed"
+else
+	echo "$docs"
+	count "0 passed, 1 failed"
+fi
+
 lint=$(kfdp_phase lint scripts/lint.sh 2>&1)
 echo "$lint"
 count "$(grep -c ': ok$' <<<"$lint") passed, $(grep -c ': FAILED$' <<<"$lint") failed"

@@ -6,6 +6,8 @@
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
 #   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4 and names a change
+#   module-metadata    the module soft-depends on amdgpu, and every parameter
+#                      it has is in packaging/modprobe.d/ and the admin guide
 # With arguments, only the named checks run. Exits non-zero if any failed.
 # (W=1 and clippy warnings are checked by scripts/build-module.sh.)
 set -uo pipefail
@@ -67,7 +69,26 @@ amdkfd-fingerprint() {
 	return $r
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint
+# What modinfo says of the built module against what ships beside it.
+module-metadata() {
+	local info param bad=0
+	info=$(modinfo kfd_preempt.ko) || return 1
+	grep -q '^softdep: *pre: amdgpu$' <<<"$info" || {
+		echo "kfd_preempt.ko lacks softdep pre: amdgpu" >&2
+		bad=1
+	}
+	grep -q '^softdep kfd_preempt pre: amdgpu$' packaging/modprobe.d/kfd-preempt.conf || bad=1
+	for param in $(sed -n 's/^parm: *\([a-z_]*\):.*/\1/p' <<<"$info"); do
+		if ! grep -q "options kfd_preempt $param=" packaging/modprobe.d/kfd-preempt.conf ||
+			! grep -q "\`\`$param\`\`" Documentation/admin-guide.rst; then
+			echo "parameter $param is not in packaging/modprobe.d/ or the admin guide" >&2
+			bad=1
+		fi
+	done
+	return $bad
+}
+
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata
 failed=0
 for check in "$@"; do
 	if "$check"; then
