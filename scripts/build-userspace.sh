@@ -26,6 +26,11 @@ lib=$us/target/release
 cflags=(-std=gnu11 -O2 -Wall -Wextra -Werror -I"$capi/include" -I"$KFDP_ROOT/uapi")
 gcc "${cflags[@]}" -o "$ksft/capi_example_static" "$capi/examples/preempt_sim_tenant.c" \
 	"$lib/libkfdpreempt.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
+# The shared library is libkfdpreempt.so.1 to the dynamic loader (its
+# SONAME, the C ABI's major version): link name and soname both resolve.
+readelf -d "$lib/libkfdpreempt.so" | grep -q 'Library soname: \[libkfdpreempt.so.1\]' ||
+	kfdp_die "libkfdpreempt.so lacks the SONAME libkfdpreempt.so.1"
+ln -sf libkfdpreempt.so "$lib/libkfdpreempt.so.1"
 gcc "${cflags[@]}" -o "$ksft/capi_example_shared" "$capi/examples/preempt_sim_tenant.c" \
 	-L"$lib" -Wl,-rpath,"$lib" -lkfdpreempt
 install -m 0755 "$KFDP_ROOT/tests/vm/crate_vm_test.sh" "$ksft/crate_vm_test"

@@ -106,7 +106,7 @@ int main(void)
 		printf("1..0 # SKIP no simulated node (load kfd_preempt with sim_nodes=N)\n");
 		return 4;
 	}
-	printf("1..7\n");
+	printf("1..9\n");
 	if (pipe(to_tenant) || pipe(from_tenant))
 		return 1;
 	child = fork();
@@ -128,7 +128,7 @@ int main(void)
 		printf("# %s\n", kfdpreempt_last_error());
 	result(ok, "open and attach the tenant by pid");
 
-	ok = ok && kfdpreempt_query(dev, handle, 0, info, 16, &n) == 0 &&
+	ok = ok && kfdpreempt_query(dev, handle, 0, info, sizeof(info[0]), 16, &n) == 0 &&
 	     n == NQUEUES;
 	result(ok, "query lists the tenant's queues");
 
@@ -160,9 +160,27 @@ int main(void)
 	       (unsigned long long)p1, (unsigned long long)p2);
 	result(p2 > p1, "progress restarts after resume");
 
+	{
+		uint64_t took = 0;
+
+		ok = kfdpreempt_freeze(dev, handle, 0, 0, &took) == 0 &&
+		     kfdpreempt_freeze(dev, handle, 0, 1, NULL) == 0;
+		printf("# freeze: %llu ns in the module\n", (unsigned long long)took);
+		result(ok, "freeze and thaw, with the module's time");
+	}
+
+	/* The module answers an unknown node and an unknown handle alike. */
+	ok = kfdpreempt_query(dev, handle, 0x51ff, info, sizeof(info[0]), 16, &n) == -EINVAL &&
+	     strstr(kfdpreempt_last_error(), "gpu_id 0x51ff is not a node");
+	printf("# %s\n", kfdpreempt_last_error());
+	ok = ok && kfdpreempt_query(dev, 4242, 0x5100, info, sizeof(info[0]), 16, &n) == -EINVAL &&
+	     strstr(kfdpreempt_last_error(), "handle 4242");
+	printf("# %s\n", kfdpreempt_last_error());
+	result(ok, "an unknown gpu_id is told apart from an unknown handle");
+
 	ok = kfdpreempt_attach_pid(dev, 1, &handle) == -ENOENT &&
 	     strstr(kfdpreempt_last_error(), "no /dev/kfd open") &&
-	     kfdpreempt_preempt(dev, batch, n, 0, 1u << 7, &res) == -EINVAL;
+	     kfdpreempt_preempt(dev, batch, n, 1u << 7, 0, &res) == -EINVAL;
 	printf("# %s\n", kfdpreempt_last_error());
 	result(ok, "errors are negative errnos with a message");
 

@@ -15,6 +15,18 @@
 #include <stdint.h>
 
 /**
+ * The major version of this C ABI: the `.so.N` of the library's soname.
+ * A change that breaks a caller built against it takes a new N.
+ */
+#define KFDPREEMPT_ABI_VERSION 1
+
+/**
+ * The size of [`kfdpreempt_queue_info`] up to and including
+ * `gc_ip_version`: the least `entry_size` [`kfdpreempt_query`] accepts.
+ */
+#define KFDPREEMPT_QUEUE_INFO_MIN_SIZE 48
+
+/**
  * Flags of [`kfdpreempt_preempt`]/[`kfdpreempt_resume`]: check every
  * entry, change nothing.
  */
@@ -74,6 +86,11 @@ typedef struct kfdpreempt_queue_info {
    * GC IP version of the node (0x090403 for MI300).
    */
   uint32_t gc_ip_version;
+  /**
+   * Zero: room for fields a later version adds (a caller built against
+   * this header passes `sizeof` and gets them zeroed).
+   */
+  uint64_t reserved[4];
 } kfdpreempt_queue_info;
 
 /**
@@ -168,27 +185,34 @@ int32_t kfdpreempt_detach(const struct kfdpreempt_device *dev, uint32_t handle);
 
 /**
  * Describes the queues of `handle` on `gpu_id` (0: all nodes) into up to
- * `capacity` entries of `out`; `*num_queues` gets how many there are (may
- * exceed `capacity`).
+ * `capacity` entries of `out`, each `entry_size` bytes apart (pass
+ * `sizeof(kfdpreempt_queue_info)`: a caller built against an older,
+ * shorter version still gets its fields, and a newer, longer one gets the
+ * fields it does not know about zeroed); `*num_queues` gets how many there
+ * are (may exceed `capacity`). `entry_size` must be at least
+ * `KFDPREEMPT_QUEUE_INFO_MIN_SIZE`.
  *
  * # Safety
  *
  * `dev` must be null or live; `out` null (only with `capacity` 0) or
- * valid for writing `capacity` entries; `num_queues` null or writable.
+ * valid for writing `capacity * entry_size` bytes; `num_queues` null or
+ * writable.
  */
 int32_t kfdpreempt_query(const struct kfdpreempt_device *dev,
                          uint32_t handle,
                          uint32_t gpu_id,
                          struct kfdpreempt_queue_info *out,
+                         size_t entry_size,
                          size_t capacity,
                          size_t *num_queues);
 
 /**
  * Preempts the `n` queues of `queues` in one call (one runlist update per
  * HWS node), writing each entry's status and, if `result` is not null, the
- * totals. `lease_ms` non-zero: the module resumes them after that long.
- * `flags`: `KFDPREEMPT_VALIDATE_ONLY`, `KFDPREEMPT_ALL_OR_NOTHING`.
- * Returns 0 even if entries failed: check each status.
+ * totals. `flags`: `KFDPREEMPT_VALIDATE_ONLY`, `KFDPREEMPT_ALL_OR_NOTHING`
+ * (in the same place as [`kfdpreempt_resume`]'s). `lease_ms` non-zero: the
+ * module resumes them after that long. Returns 0 even if entries failed:
+ * check each status.
  *
  * # Safety
  *
@@ -198,8 +222,8 @@ int32_t kfdpreempt_query(const struct kfdpreempt_device *dev,
 int32_t kfdpreempt_preempt(const struct kfdpreempt_device *dev,
                            struct kfdpreempt_queue *queues,
                            size_t n,
-                           uint32_t lease_ms,
                            uint32_t flags,
+                           uint32_t lease_ms,
                            struct kfdpreempt_batch_result *result);
 
 /**
@@ -218,16 +242,19 @@ int32_t kfdpreempt_resume(const struct kfdpreempt_device *dev,
 
 /**
  * Freezes (`thaw` 0) or thaws (`thaw` 1) `handle` on `gpu_id` (0: all its
- * nodes).
+ * nodes); if `elapsed_ns` is not null, writes the time the module spent
+ * in the hardware phase there (as [`kfdpreempt_batch_result`] does for a
+ * batch).
  *
  * # Safety
  *
- * `dev` must be null or live.
+ * `dev` must be null or live; `elapsed_ns` null or writable.
  */
 int32_t kfdpreempt_freeze(const struct kfdpreempt_device *dev,
                           uint32_t handle,
                           uint32_t gpu_id,
-                          int32_t thaw);
+                          int32_t thaw,
+                          uint64_t *elapsed_ns);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -7,6 +7,12 @@
 //! (what happened and what to do) for the calling thread. Attachments are
 //! plain handles; closing the device undoes everything done through it.
 //!
+//! Stability: the library's soname is `libkfdpreempt.so.1`
+//! ([`KFDPREEMPT_ABI_VERSION`]); within it, functions keep their
+//! signatures, and structs only grow where they say so
+//! ([`kfdpreempt_queue_info`] has reserved room, and [`kfdpreempt_query`]
+//! takes the caller's `sizeof` of it).
+//!
 //! ```c
 //! kfdpreempt_device *dev;
 //! uint32_t h;
@@ -26,6 +32,14 @@ use std::{
 };
 
 use kfd_preempt::{BatchOptions, BatchReport, Device, Error, Handle, QueueRef};
+
+/// The major version of this C ABI: the `.so.N` of the library's soname.
+/// A change that breaks a caller built against it takes a new N.
+pub const KFDPREEMPT_ABI_VERSION: u32 = 1;
+
+/// The size of [`kfdpreempt_queue_info`] up to and including
+/// `gc_ip_version`: the least `entry_size` [`kfdpreempt_query`] accepts.
+pub const KFDPREEMPT_QUEUE_INFO_MIN_SIZE: usize = 48;
 
 /// An open `/dev/kfd_preempt` (one owner). Opaque to C.
 pub struct kfdpreempt_device {
@@ -84,6 +98,9 @@ pub struct kfdpreempt_queue_info {
     pub priority: u32,
     /// GC IP version of the node (0x090403 for MI300).
     pub gc_ip_version: u32,
+    /// Zero: room for fields a later version adds (a caller built against
+    /// this header passes `sizeof` and gets them zeroed).
+    pub reserved: [u64; 4],
 }
 
 thread_local! {
@@ -203,19 +220,25 @@ pub unsafe extern "C" fn kfdpreempt_detach(dev: *const kfdpreempt_device, handle
 }
 
 /// Describes the queues of `handle` on `gpu_id` (0: all nodes) into up to
-/// `capacity` entries of `out`; `*num_queues` gets how many there are (may
-/// exceed `capacity`).
+/// `capacity` entries of `out`, each `entry_size` bytes apart (pass
+/// `sizeof(kfdpreempt_queue_info)`: a caller built against an older,
+/// shorter version still gets its fields, and a newer, longer one gets the
+/// fields it does not know about zeroed); `*num_queues` gets how many there
+/// are (may exceed `capacity`). `entry_size` must be at least
+/// `KFDPREEMPT_QUEUE_INFO_MIN_SIZE`.
 ///
 /// # Safety
 ///
 /// `dev` must be null or live; `out` null (only with `capacity` 0) or
-/// valid for writing `capacity` entries; `num_queues` null or writable.
+/// valid for writing `capacity * entry_size` bytes; `num_queues` null or
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn kfdpreempt_query(
     dev: *const kfdpreempt_device,
     handle: u32,
     gpu_id: u32,
     out: *mut kfdpreempt_queue_info,
+    entry_size: usize,
     capacity: usize,
     num_queues: *mut usize,
 ) -> i32 {
@@ -227,11 +250,18 @@ pub unsafe extern "C" fn kfdpreempt_query(
     if num_queues.is_null() || (out.is_null() && capacity > 0) {
         return invalid("num_queues is NULL, or out is NULL with a capacity");
     }
+    if capacity > 0 && entry_size < KFDPREEMPT_QUEUE_INFO_MIN_SIZE {
+        return invalid("entry_size is less than KFDPREEMPT_QUEUE_INFO_MIN_SIZE");
+    }
+    if capacity.checked_mul(entry_size).is_none() {
+        return invalid("capacity * entry_size overflows");
+    }
     let gpu = (gpu_id != 0).then_some(gpu_id);
     let queues = match dev.query(Handle(handle), gpu) {
         Ok(q) => q,
         Err(e) => return fail(&e),
     };
+    let size = std::mem::size_of::<kfdpreempt_queue_info>();
     for (i, q) in queues.iter().take(capacity).enumerate() {
         let info = kfdpreempt_queue_info {
             gpu_id: q.gpu_id,
@@ -244,9 +274,19 @@ pub unsafe extern "C" fn kfdpreempt_query(
             doorbell_off: q.doorbell_off,
             priority: q.priority,
             gc_ip_version: q.gc_ip_version,
+            reserved: [0; 4],
         };
-        // SAFETY: `i < capacity` and `out` is valid for `capacity` writes.
-        unsafe { ptr::write(out.add(i), info) };
+        // SAFETY: `i < capacity`, so entry `i` lies within the
+        // `capacity * entry_size` writable bytes at `out` (no overflow,
+        // checked above); the copy writes `min(entry_size, size)` bytes of
+        // it and zeroes the rest, from a local `info` that cannot overlap.
+        unsafe {
+            let dst = out.cast::<u8>().add(i * entry_size);
+            ptr::copy_nonoverlapping(ptr::from_ref(&info).cast::<u8>(), dst, entry_size.min(size));
+            if entry_size > size {
+                ptr::write_bytes(dst.add(size), 0, entry_size - size);
+            }
+        }
     }
     // SAFETY: `num_queues` is non-null and writable by contract.
     unsafe { *num_queues = queues.len() };
@@ -366,9 +406,10 @@ unsafe fn batch(
 
 /// Preempts the `n` queues of `queues` in one call (one runlist update per
 /// HWS node), writing each entry's status and, if `result` is not null, the
-/// totals. `lease_ms` non-zero: the module resumes them after that long.
-/// `flags`: `KFDPREEMPT_VALIDATE_ONLY`, `KFDPREEMPT_ALL_OR_NOTHING`.
-/// Returns 0 even if entries failed: check each status.
+/// totals. `flags`: `KFDPREEMPT_VALIDATE_ONLY`, `KFDPREEMPT_ALL_OR_NOTHING`
+/// (in the same place as [`kfdpreempt_resume`]'s). `lease_ms` non-zero: the
+/// module resumes them after that long. Returns 0 even if entries failed:
+/// check each status.
 ///
 /// # Safety
 ///
@@ -379,8 +420,8 @@ pub unsafe extern "C" fn kfdpreempt_preempt(
     dev: *const kfdpreempt_device,
     queues: *mut kfdpreempt_queue,
     n: usize,
-    lease_ms: u32,
     flags: u32,
+    lease_ms: u32,
     result: *mut kfdpreempt_batch_result,
 ) -> i32 {
     // SAFETY: forwarded caller contract.
@@ -406,17 +447,20 @@ pub unsafe extern "C" fn kfdpreempt_resume(
 }
 
 /// Freezes (`thaw` 0) or thaws (`thaw` 1) `handle` on `gpu_id` (0: all its
-/// nodes).
+/// nodes); if `elapsed_ns` is not null, writes the time the module spent
+/// in the hardware phase there (as [`kfdpreempt_batch_result`] does for a
+/// batch).
 ///
 /// # Safety
 ///
-/// `dev` must be null or live.
+/// `dev` must be null or live; `elapsed_ns` null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn kfdpreempt_freeze(
     dev: *const kfdpreempt_device,
     handle: u32,
     gpu_id: u32,
     thaw: i32,
+    elapsed_ns: *mut u64,
 ) -> i32 {
     // SAFETY: forwarded caller contract.
     let dev = match unsafe { device(dev) } {
@@ -424,7 +468,13 @@ pub unsafe extern "C" fn kfdpreempt_freeze(
         Err(e) => return e,
     };
     match dev.freeze(Handle(handle), (gpu_id != 0).then_some(gpu_id), thaw != 0) {
-        Ok(_) => 0,
+        Ok(took) => {
+            if !elapsed_ns.is_null() {
+                // SAFETY: non-null and writable by the caller's contract.
+                unsafe { *elapsed_ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX) };
+            }
+            0
+        }
         Err(e) => fail(&e),
     }
 }
@@ -452,7 +502,10 @@ mod tests {
             assert_eq!(kfdpreempt_attach_pid(ptr::null(), 1, &mut h), -22);
             assert!(last_error().contains("dev is NULL"));
             assert_eq!(kfdpreempt_detach(ptr::null(), 1), -22);
-            assert_eq!(kfdpreempt_freeze(ptr::null(), 1, 0, 0), -22);
+            assert_eq!(
+                kfdpreempt_freeze(ptr::null(), 1, 0, 0, ptr::null_mut()),
+                -22
+            );
             kfdpreempt_close(ptr::null_mut());
         }
     }
@@ -476,6 +529,24 @@ mod tests {
         let o = options(3, 250).unwrap();
         assert!(o.validate_only && o.all_or_nothing);
         assert_eq!(o.lease, Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn queue_info_keeps_its_v1_prefix_and_reserved_room() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(
+            offset_of!(kfdpreempt_queue_info, gc_ip_version) + 4,
+            KFDPREEMPT_QUEUE_INFO_MIN_SIZE
+        );
+        assert_eq!(offset_of!(kfdpreempt_queue_info, reserved), 48);
+        assert_eq!(size_of::<kfdpreempt_queue_info>(), 80);
+    }
+
+    #[test]
+    fn soname_is_the_abi_version() {
+        let build = include_str!("../build.rs");
+        let soname = format!("-soname,libkfdpreempt.so.{KFDPREEMPT_ABI_VERSION}\"");
+        assert!(build.contains(&soname), "build.rs does not set {soname}");
     }
 
     #[test]

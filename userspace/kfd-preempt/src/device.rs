@@ -379,8 +379,9 @@ impl Device {
             // SAFETY: IOC_QUERY reads and writes a `kfdp_query`; its
             // `entries_ptr` points to `capacity` writable `kfdp_queue_info`
             // in `buf`, which lives across the call.
-            unsafe { ioctl::update::<{ uapi::IOC_QUERY }, _>(self, &mut q) }
-                .map_err(|errno| handle_error("KFDP_IOC_QUERY", handle, errno))?;
+            unsafe { ioctl::update::<{ uapi::IOC_QUERY }, _>(self, &mut q) }.map_err(|errno| {
+                self.handle_or_gpu_error("KFDP_IOC_QUERY", handle, gpu_id, errno)
+            })?;
             let max = uapi::KFDP_MAX_BATCH;
             if q.num_queues <= q.num_written || capacity >= max {
                 buf.truncate(q.num_written.min(capacity) as usize);
@@ -536,7 +537,7 @@ impl Device {
         };
         r.map_err(|errno| match errno {
             Errno::INVAL if thaw => Error::NotFrozen,
-            errno => handle_error(operation, handle, errno),
+            errno => self.handle_or_gpu_error(operation, handle, gpu_id, errno),
         })?;
         if f.status < 0 {
             let errno = Errno::from_raw_os_error(-f.status);
@@ -547,6 +548,41 @@ impl Device {
             });
         }
         Ok(Duration::from_nanos(f.elapsed_ns))
+    }
+}
+
+impl Device {
+    /// Maps the errno of a call naming an attachment and maybe a node: the
+    /// module's `EINVAL` is the gpu_id's fault if the handle alone still
+    /// answers a QUERY of all its nodes, else the handle's.
+    fn handle_or_gpu_error(
+        &self,
+        operation: &'static str,
+        handle: Handle,
+        gpu_id: Option<u32>,
+        errno: Errno,
+    ) -> Error {
+        match gpu_id {
+            Some(gpu_id) if errno == Errno::INVAL && self.handle_answers(handle) => {
+                Error::UnknownGpu {
+                    handle: handle.0,
+                    gpu_id,
+                }
+            }
+            _ => handle_error(operation, handle, errno),
+        }
+    }
+
+    /// Whether QUERY accepts `handle` (all nodes, no entries wanted).
+    fn handle_answers(&self, handle: Handle) -> bool {
+        let mut q = uapi::kfdp_query {
+            handle: handle.0,
+            entry_size: std::mem::size_of::<uapi::kfdp_queue_info>() as u32,
+            ..Default::default()
+        };
+        // SAFETY: IOC_QUERY reads and writes a `kfdp_query`; with capacity 0
+        // the module writes no entry, so the null `entries_ptr` is never used.
+        unsafe { ioctl::update::<{ uapi::IOC_QUERY }, _>(self, &mut q) }.is_ok()
     }
 }
 

@@ -61,6 +61,15 @@ pub enum Error {
     TargetExited,
     /// The attachment handle is not (or no longer) known to this owner.
     UnknownHandle(u32),
+    /// The attachment is known, but the gpu_id named is not one of its
+    /// process's nodes. The module answers both with `EINVAL`; the library
+    /// tells them apart by asking about the handle alone.
+    UnknownGpu {
+        /// The attachment handle.
+        handle: u32,
+        /// The gpu_id named.
+        gpu_id: u32,
+    },
     /// More entries than the module accepts in one batch.
     BatchTooLarge {
         /// Entries given.
@@ -118,7 +127,10 @@ impl Error {
             Error::NotAKfdProcess { .. } => Errno::NOENT,
             Error::PidAttachDisabled | Error::SimNotEnabled => Errno::OPNOTSUPP,
             Error::PidAttachNeedsAdmin => Errno::PERM,
-            Error::UnknownHandle(_) | Error::InvalidArgument(_) | Error::NotFrozen => Errno::INVAL,
+            Error::UnknownHandle(_)
+            | Error::UnknownGpu { .. }
+            | Error::InvalidArgument(_)
+            | Error::NotFrozen => Errno::INVAL,
             Error::BatchTooLarge { .. } => Errno::TOOBIG,
             Error::TooSoon { .. } => Errno::AGAIN,
             Error::Hardware { errno, .. } | Error::Os { errno, .. } => *errno,
@@ -178,6 +190,10 @@ impl fmt::Display for Error {
                 f,
                 "attachment handle {h} is not known to this owner (detached already, or from another open of {dev})"
             ),
+            Error::UnknownGpu { handle, gpu_id } => write!(
+                f,
+                "gpu_id {gpu_id:#x} is not a node of the process attached as handle {handle} (kfd-preempt list shows its nodes)"
+            ),
             Error::BatchTooLarge { len, max } => write!(
                 f,
                 "{len} entries in one batch, the module takes at most {max}: split it"
@@ -228,6 +244,13 @@ mod tests {
                 "split",
             ),
             (Error::UnknownHandle(3), "handle 3"),
+            (
+                Error::UnknownGpu {
+                    handle: 3,
+                    gpu_id: 0x5107,
+                },
+                "gpu_id 0x5107",
+            ),
             (
                 Error::TooSoon {
                     operation: "freeze",

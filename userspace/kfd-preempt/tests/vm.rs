@@ -289,6 +289,24 @@ fn whole_call_errors_are_typed() {
         dev.query(Handle(4242), None),
         Err(Error::UnknownHandle(4242))
     );
+    // An unknown gpu_id and an unknown handle are both EINVAL to the
+    // module; the library says which.
+    assert_eq!(
+        dev.query(Handle(4242), Some(0x5100)),
+        Err(Error::UnknownHandle(4242))
+    );
+    let (tenant, _) = tenant(0, 1);
+    let h = dev
+        .attach_fd(tenant.as_fd(), TargetKind::SimFd)
+        .unwrap()
+        .into_handle();
+    let unknown_gpu = Err(Error::UnknownGpu {
+        handle: h.0,
+        gpu_id: 0x51ff,
+    });
+    assert_eq!(dev.query(h, Some(0x51ff)).map(|_| ()), unknown_gpu);
+    assert_eq!(dev.freeze(h, Some(0x51ff), false).map(|_| ()), unknown_gpu);
+    assert_eq!(dev.query(h, Some(0x5100)).map(|q| q.len()), Ok(1));
     let devnull = std::fs::File::open("/dev/null").unwrap();
     assert!(matches!(
         dev.attach_fd(devnull.as_fd(), TargetKind::SimFd),
