@@ -12,7 +12,7 @@ kfdp_phase kernel scripts/build-kernel.sh >/dev/null
 kfdp_phase module make -s modules
 kfdp_phase cli bash -c 'cd userspace && cargo build --quiet --release --bin kfd-preempt'
 mkdir -p out/demo
-kfdp_phase sim-demo gcc -static -O2 -Wall -Iuapi -o out/demo/sim_demo tests/vm/sim_demo.c
+kfdp_phase sim-demo gcc -static -O2 -Wall -Werror -Iuapi -o out/demo/sim_demo tests/vm/sim_demo.c
 kfdp_phase vm tests/vm/run --no-kselftest sim_nodes=2 sim_mes_nodes=2 \
 	--copy userspace/target/release/kfd-preempt --copy out/demo/sim_demo \
 	"$@" -- tests/vm/demo.sh

@@ -97,6 +97,11 @@ def kunit_streams(console):
 
     for raw in console:
         text = PRINTK.sub("", raw.rstrip("\n"), count=1)
+        if current is None and text.strip() == "kunit: disabled":
+            # kunit.enable=0 (tests/vm/run --no-kunit): the module's plan
+            # is printed, its suites are not run, as asked.
+            group_plan = None
+            continue
         if current is None:
             m = PLAN.match(text)
             if m and not m.group("indent"):
