@@ -9,6 +9,7 @@
 #   make bench           run kfd-preempt bench on simulated nodes in the VM
 #                        (results in out/bench/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
+#   make dkms-source     the DKMS source tree, out/dkms/kfd_preempt-<version>
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
@@ -32,7 +33,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch docs
+.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch docs dkms-source
 
 all: modules
 
@@ -58,6 +59,9 @@ lint:
 
 docs:
 	scripts/build-docs.sh
+
+dkms-source:
+	scripts/dkms-source.sh
 
 rustfmtcheck:
 	scripts/lint.sh rustfmt-module rustfmt-userspace

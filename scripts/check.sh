@@ -103,4 +103,9 @@ vm_out=$(kfdp_phase vm-pid-attach tests/vm/run pid_attach=1 --no-kunit \
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
+# The module as DKMS builds it for an operator, loaded in the VM.
+dkms_out=$(kfdp_phase dkms tests/dkms/dkms_test.sh 2>&1)
+grep -v '^ok ' <<<"$dkms_out" || true
+count "$dkms_out"
+
 finish

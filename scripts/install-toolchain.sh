@@ -14,6 +14,7 @@ packages=(
 	qemu-system-x86 busybox-static
 	gcc-multilib # 32-bit kselftests for the compat ioctl path
 	libhsa-runtime-dev # HSA headers for the hardware kit (the runtime is loaded at run time)
+	dkms # the DKMS build of the module is tested against the test kernel
 )
 
 missing=()
