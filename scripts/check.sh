@@ -25,6 +25,16 @@ count() {
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
 }
 
+# Run a suite that prints KTAP ending in "N passed, M failed": show what
+# is not a passing line, and count its summary.
+suite() {
+	local name=$1 out
+	shift
+	out=$(kfdp_phase "$name" "$@" 2>&1)
+	grep -v '^ok ' <<<"$out" || true
+	count "$out"
+}
+
 finish() {
 	kfdp_log "make check took $(($(date +%s) - start)) s"
 	echo "$passed passed, $failed failed, $skipped skipped"
@@ -48,15 +58,11 @@ kfdp_phase hw-kit-build scripts/build-hw-kit.sh || abort "hardware kit build (GP
 
 # The kit's GPU code objects, checked by what the HSA loader reads (ELF
 # header, metadata note, kernel descriptors), not only by having compiled.
-objects=$(kfdp_phase hw-kit-objects python3 tests/hw/check_code_objects.py out/hw/kernels 2>&1)
-grep -v '^ok ' <<<"$objects" || true
-count "$objects"
+suite hw-kit-objects python3 tests/hw/check_code_objects.py out/hw/kernels
 
 # The one command for GPU hosts refuses, with its reason, on a host that
 # lacks what it needs (this one has no GPU), before building anything.
-preflight=$(kfdp_phase hw-validate-refusals tests/hw/preflight_test.sh 2>&1)
-grep -v '^ok ' <<<"$preflight" || true
-count "$preflight"
+suite hw-validate-refusals tests/hw/preflight_test.sh
 
 # Documentation/ builds with Sphinx, every warning an error.
 if docs=$(kfdp_phase docs scripts/build-docs.sh 2>&1); then
@@ -89,9 +95,7 @@ count "$(grep -E '^vm: ' <<<"$vm_out")"
 
 # The hardware kit's kfd/rls parser against what amdkfd's own packet
 # manager printed in that run (KUnit hws_runlist_debugfs_dump).
-rls=$(kfdp_phase hw-kit-rls out/hw/rls_test out/vm/console.log 2>&1)
-grep -v '^ok ' <<<"$rls" || true
-count "$rls"
+suite hw-kit-rls out/hw/rls_test out/vm/console.log
 
 # Once more with pid_attach=1 and no simulated node: the PID-mode rejection
 # paths (EPERM without CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then, as does
@@ -104,8 +108,6 @@ echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
 # The module as DKMS builds it for an operator, loaded in the VM.
-dkms_out=$(kfdp_phase dkms tests/dkms/dkms_test.sh 2>&1)
-grep -v '^ok ' <<<"$dkms_out" || true
-count "$dkms_out"
+suite dkms tests/dkms/dkms_test.sh
 
 finish
