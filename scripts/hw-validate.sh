@@ -82,15 +82,15 @@ done
 clang=${CLANG:-clang}
 command -v "$clang" >/dev/null && "$clang" -print-targets 2>/dev/null | grep -q amdgcn ||
 	refuse "no clang with the AMDGPU target (set CLANG, e.g. /opt/rocm/llvm/bin/clang)"
-# The kit itself (GPU workloads, HSA host programs) builds here, into a
-# scratch directory: this proves clang, the HSA headers and gcc at once.
-kit_scratch=$(mktemp -d)
-make -C "$root/tests/hw" OUTPUT="$kit_scratch" CLANG="$clang" KFDP_UAPI="$root/uapi" all \
-	>"$kit_scratch.log" 2>&1 || {
-	tail -n 20 "$kit_scratch.log" >&2
+# The kit itself (GPU workloads, HSA host programs) builds here: this
+# proves clang, the HSA headers and gcc at once. Into the checkout's out/hw,
+# as the run below would build it, so the run does not build it again.
+mkdir -p "$root/out/hw"
+make -C "$root/tests/hw" OUTPUT="$root/out/hw" CLANG="$clang" KFDP_UAPI="$root/uapi" all \
+	>"$root/out/hw/build.log" 2>&1 || {
+	tail -n 20 "$root/out/hw/build.log" >&2
 	refuse "the kit does not build here (HSA headers: set HSA_INCLUDE; clang: set CLANG)"
 }
-rm -rf "$kit_scratch" "$kit_scratch.log"
 # The amdkfd source must be the one the glue was reviewed against (the
 # module build checks it too; this says so before anything is built).
 fingerprint=$(mktemp)
@@ -103,14 +103,14 @@ say "host: Linux $kver, amdgpu source $amdgpu_src ($amdgpu_ko), kernel source $k
 
 # --- Build against the running kernel ----------------------------------------
 report=${report:-$root/out/hw-report-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$report" "$root/out/hw"
+mkdir -p "$report"
+cp "$root/out/hw/build.log" "$report/kit-build.log"
 say "building kfd_preempt for $kver"
 make -C "$root" KDIR="$kdir" LLVM=1 AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
 	>"$report/build.log" 2>&1 ||
 	{ tail -n 30 "$report/build.log"; refuse "module build failed ($report/build.log)"; }
-say "building the kit (GPU workloads, hw_test, kfdp-hw-tenant, kfd-preempt)"
+say "building hw_test and kfd-preempt (the kit's workloads were built above)"
 {
-	make -C "$root/tests/hw" OUTPUT="$root/out/hw" CLANG="$clang" KFDP_UAPI="$root/uapi" all
 	make -C "$root/tests/kselftest/kfd_preempt" OUTPUT="$root/out/hw/bin" \
 		KSFT_LIB="$kernel_src/tools/testing/selftests/lib.mk" KFDP_UAPI="$root/uapi" \
 		KHDR_INCLUDES= "$root/out/hw/bin/hw_test"
