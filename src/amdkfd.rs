@@ -62,7 +62,12 @@ impl Backend for AmdKfd {
     type Target = Target;
 
     fn caps(&self) -> u64 {
-        u64::from(uapi::KFDP_CAP_HWS_BATCH | uapi::KFDP_CAP_MES | uapi::KFDP_CAP_FREEZE)
+        u64::from(
+            uapi::KFDP_CAP_HWS_BATCH
+                | uapi::KFDP_CAP_MES
+                | uapi::KFDP_CAP_FREEZE
+                | uapi::KFDP_CAP_ACTIVITY,
+        )
     }
 
     fn min_preempt_interval_us(&self) -> u32 {
@@ -179,5 +184,16 @@ impl Backend for AmdKfd {
             applied,
             elapsed_ns,
         }
+    }
+
+    fn pin_user(&self, t: &Target, addr: u64, write: bool) -> Result<crate::umem::UserWord> {
+        // SAFETY: By the type invariant `t.ptr` is a live glue target.
+        let mm = unsafe { glue::kfdp_target_mm(t.ptr.as_ptr()) };
+        if mm.is_null() {
+            return Err(ESRCH);
+        }
+        // SAFETY: The target holds an mm_count on `mm` while it lives, and
+        // it outlives this call.
+        unsafe { crate::umem::UserWord::pin(mm, addr, write) }
     }
 }

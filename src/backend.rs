@@ -9,7 +9,10 @@
 
 use kernel::prelude::*;
 
-use crate::uapi::kfdp_queue_info;
+use crate::{
+    uapi::kfdp_queue_info,
+    umem::UserWord, //
+};
 
 /// What a batch does.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -108,4 +111,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Freezes (or thaws) the target's queues on one node.
     fn freeze(&self, target: &Self::Target, gpu_id: u32, thaw: bool) -> FreezeOutcome;
+
+    /// Pins the 64-bit word at user address `addr` of the target's memory
+    /// (a queue's read or write index, for activity detection).
+    fn pin_user(&self, _target: &Self::Target, _addr: u64, _write: bool) -> Result<UserWord> {
+        Err(EOPNOTSUPP)
+    }
 }

@@ -167,4 +167,12 @@ impl Backend for Backends {
             },
         }
     }
+
+    fn pin_user(&self, t: &AnyTarget, addr: u64, write: bool) -> Result<crate::umem::UserWord> {
+        match (t, &self.sim) {
+            (AnyTarget::Kfd(t), _) => self.kfd.pin_user(t, addr, write),
+            (AnyTarget::Sim(t), Some(s)) => s.pin_user(t, addr, write),
+            (AnyTarget::Sim(_), None) => Err(ESRCH),
+        }
+    }
 }

@@ -27,6 +27,7 @@ use kernel::{
 };
 
 use crate::{
+    activity,
     amdkfd::AmdKfd,
     backend::{
         Backend,
@@ -111,6 +112,10 @@ pub(crate) fn dispatch<B: Backend>(owner: &Arc<Owner<B>>, cmd: u32, arg: usize) 
                 .writer()
                 .write(&f)
         }
+        uapi::KFDP_IOC_WATCH => activity::watch(owner, true, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_UNWATCH => activity::watch(owner, false, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_SAMPLE => activity::sample(owner, arg, _IOC_SIZE(cmd)),
+        uapi::KFDP_IOC_ARM => activity::arm(owner, arg, _IOC_SIZE(cmd)),
         _ => Err(ENOTTY),
     }
 }

@@ -54,6 +54,8 @@ pub(crate) fn info(config: Config) -> kfdp_info {
         sizeof_queue_ref: size_of::<kfdp_queue_ref>() as u32,
         sizeof_queue_info: size_of::<kfdp_queue_info>() as u32,
         min_preempt_interval_us: config.min_preempt_interval_us,
+        max_watches: crate::activity::MAX_WATCHES,
+        min_watch_period_us: crate::activity::MIN_PERIOD_US,
         ..Default::default()
     }
 }
@@ -77,7 +79,7 @@ mod tests {
             min_preempt_interval_us: 0,
         });
         assert_eq!(i.abi_major, 1);
-        assert_eq!(i.abi_minor, 1);
+        assert_eq!(i.abi_minor, 2);
         assert_eq!(i.max_batch, 4096);
         assert_eq!(i.sizeof_queue_ref, 16);
         assert_eq!(i.sizeof_queue_info, 96);
@@ -90,7 +92,7 @@ mod tests {
             backend_caps: 0,
             min_preempt_interval_us: 0,
         });
-        assert_eq!(i.reserved, [0u64; 4]);
+        assert_eq!(i.reserved, [0u64; 3]);
     }
 
     #[test]

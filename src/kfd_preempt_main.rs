@@ -38,6 +38,7 @@ use kernel::{
     sync::Arc,
 };
 
+mod activity;
 mod amdkfd;
 mod backend;
 mod backends;
@@ -50,6 +51,7 @@ mod query;
 mod registry;
 mod sim;
 mod uapi;
+mod umem;
 
 #[cfg(kfdp_kunit)]
 mod mock;
@@ -135,7 +137,10 @@ struct SimParts {
 #[pinned_drop]
 impl PinnedDrop for SimParts {
     fn drop(self: Pin<&mut Self>) {
-        *sim::SIM_SLOT.lock() = None;
+        let sim = sim::SIM_SLOT.lock().take();
+        if let Some(sim) = sim {
+            sim.stop_driver();
+        }
     }
 }
 

@@ -105,6 +105,10 @@ pub(crate) struct State<T> {
     pub(crate) marks: KVec<Mark>,
     pub(crate) freezes: KVec<Freeze>,
     pub(crate) stats: OwnerStats,
+    /// Watched queues (activity detection), in the order they were watched.
+    pub(crate) watches: KVec<Arc<crate::activity::Watch>>,
+    /// The armed sampler, if any.
+    pub(crate) armed: Option<crate::activity::ArmedHandle>,
 }
 
 /// One open `/dev/kfd_preempt` file.
@@ -173,6 +177,8 @@ impl<B: Backend> Owner<B> {
                     marks: KVec::new(),
                     freezes: KVec::new(),
                     stats: OwnerStats::default(),
+                    watches: KVec::new(),
+                    armed: None,
                 }),
                 housekeeping <- new_delayed_work!("kfd_preempt::housekeeping"),
             }),
@@ -249,9 +255,23 @@ impl<B: Backend> Owner<B> {
             .ok_or(EINVAL)?;
         self.undo(&mut state, Some(d.handle));
         let gone = state.attachments.remove(idx).map_err(|_| EINVAL)?;
+        let mut unwatched = KVec::new();
+        let mut i = 0;
+        while i < state.watches.len() {
+            if state.watches[i].handle != d.handle {
+                i += 1;
+                continue;
+            }
+            match state.watches.remove(i) {
+                // Without memory the pin is dropped here, under the lock.
+                Ok(w) => drop(unwatched.push(w, GFP_KERNEL)),
+                Err(_) => break,
+            }
+        }
         drop(state);
         // Unpinning happens here, outside our lock.
         drop(gone);
+        drop(unwatched);
         Ok(())
     }
 
@@ -749,7 +769,12 @@ impl<B: Backend> Owner<B> {
         self.sweep(&mut state);
         self.undo(&mut state, None);
         let gone = core::mem::take(&mut state.attachments);
+        let armed = state.armed.take();
+        let watches = core::mem::take(&mut state.watches);
         drop(state);
+        // The timer first (it reads the watches), then the pins.
+        drop(armed);
+        drop(watches);
         drop(gone);
     }
 }

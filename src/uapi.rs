@@ -41,6 +41,10 @@ pub(crate) const KFDP_IOC_PREEMPT: u32 = _IOWR::<kfdp_batch>(KFDP_IOC_MAGIC, 0x0
 pub(crate) const KFDP_IOC_RESUME: u32 = _IOWR::<kfdp_batch>(KFDP_IOC_MAGIC, 0x05);
 pub(crate) const KFDP_IOC_FREEZE: u32 = _IOWR::<kfdp_freeze>(KFDP_IOC_MAGIC, 0x06);
 pub(crate) const KFDP_IOC_THAW: u32 = _IOWR::<kfdp_freeze>(KFDP_IOC_MAGIC, 0x07);
+pub(crate) const KFDP_IOC_WATCH: u32 = _IOWR::<kfdp_watch>(KFDP_IOC_MAGIC, 0x08);
+pub(crate) const KFDP_IOC_UNWATCH: u32 = _IOWR::<kfdp_watch>(KFDP_IOC_MAGIC, 0x09);
+pub(crate) const KFDP_IOC_SAMPLE: u32 = _IOWR::<kfdp_sample>(KFDP_IOC_MAGIC, 0x0A);
+pub(crate) const KFDP_IOC_ARM: u32 = _IOW::<kfdp_arm>(KFDP_IOC_MAGIC, 0x0B);
 
 pub(crate) const KFDP_SIM_IOC_CREATE_QUEUE: u32 =
     _IOWR::<kfdp_sim_queue_create>(KFDP_IOC_MAGIC, 0x40);
@@ -48,6 +52,9 @@ pub(crate) const KFDP_SIM_IOC_DESTROY_QUEUE: u32 =
     _IOW::<kfdp_sim_queue_destroy>(KFDP_IOC_MAGIC, 0x41);
 pub(crate) const KFDP_SIM_IOC_QUEUE_STATUS: u32 =
     _IOWR::<kfdp_sim_queue_status>(KFDP_IOC_MAGIC, 0x42);
+pub(crate) const KFDP_SIM_IOC_CREATE_RING: u32 =
+    _IOWR::<kfdp_sim_ring_create>(KFDP_IOC_MAGIC, 0x43);
+pub(crate) const KFDP_SIM_IOC_DOORBELL: u32 = _IOW::<kfdp_sim_doorbell>(KFDP_IOC_MAGIC, 0x44);
 
 const _: () = {
     assert!(KFDP_IOC_INFO == KFDP_CHECK_IOC_INFO);
@@ -58,9 +65,15 @@ const _: () = {
     assert!(KFDP_IOC_RESUME == KFDP_CHECK_IOC_RESUME);
     assert!(KFDP_IOC_FREEZE == KFDP_CHECK_IOC_FREEZE);
     assert!(KFDP_IOC_THAW == KFDP_CHECK_IOC_THAW);
+    assert!(KFDP_IOC_WATCH == KFDP_CHECK_IOC_WATCH);
+    assert!(KFDP_IOC_UNWATCH == KFDP_CHECK_IOC_UNWATCH);
+    assert!(KFDP_IOC_SAMPLE == KFDP_CHECK_IOC_SAMPLE);
+    assert!(KFDP_IOC_ARM == KFDP_CHECK_IOC_ARM);
     assert!(KFDP_SIM_IOC_CREATE_QUEUE == KFDP_CHECK_SIM_IOC_CREATE_QUEUE);
     assert!(KFDP_SIM_IOC_DESTROY_QUEUE == KFDP_CHECK_SIM_IOC_DESTROY_QUEUE);
     assert!(KFDP_SIM_IOC_QUEUE_STATUS == KFDP_CHECK_SIM_IOC_QUEUE_STATUS);
+    assert!(KFDP_SIM_IOC_CREATE_RING == KFDP_CHECK_SIM_IOC_CREATE_RING);
+    assert!(KFDP_SIM_IOC_DOORBELL == KFDP_CHECK_SIM_IOC_DOORBELL);
 };
 
 // The numbers `Documentation/uapi.rst` makes binding.

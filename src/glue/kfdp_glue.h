@@ -92,4 +92,26 @@ void kfdp_pm_unregister(void);
 unsigned int kfdp_min_preempt_interval(void);
 void kfdp_nodes_forget(void);
 
+/*
+ * Activity detection (kfdp_umem.c): pins the page holding the 64-bit word at
+ * user address @addr of @mm (long term, writable if @write) and gives its
+ * kernel address, valid until kfdp_umem_unpin(). 0, -EFAULT (unaligned or
+ * not pinnable), -ESRCH (@mm has no users left) or another -errno.
+ */
+struct mm_struct;
+struct page;
+struct eventfd_ctx;
+int kfdp_umem_pin(struct mm_struct *mm, __u64 addr, bool write,
+		  struct page **page, void **kaddr);
+void kfdp_umem_unpin(struct page *page, bool dirty);
+int kfdp_eventfd_get(int fd, struct eventfd_ctx **out);
+void kfdp_eventfd_signal(struct eventfd_ctx *ctx);
+void kfdp_eventfd_put(struct eventfd_ctx *ctx);
+
+/*
+ * The target's mm (an mm_count reference held by @t keeps the pointer
+ * valid; kfdp_umem_pin() takes the user reference), or NULL if it exited.
+ */
+struct mm_struct *kfdp_target_mm(const struct kfdp_target *t);
+
 #endif /* KFDP_GLUE_H */

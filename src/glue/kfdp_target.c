@@ -237,6 +237,12 @@ bool kfdp_target_alive(const struct kfdp_target *t)
 	return READ_ONCE(t->p->mm) == t->mm;
 }
 
+/* The target holds an mm_count on t->mm, so the pointer stays valid. */
+struct mm_struct *kfdp_target_mm(const struct kfdp_target *t)
+{
+	return kfdp_target_alive(t) ? t->mm : NULL;
+}
+
 int kfdp_target_gpu_ids(const struct kfdp_target *t, u32 *ids, u32 cap)
 {
 	u32 i;

@@ -33,6 +33,7 @@ use crate::{
         TargetInfo, //
     },
     uapi,
+    umem::UserWord,
 };
 
 /// A simulated process attached by an owner. It does not keep the process
@@ -54,15 +55,26 @@ fn fake_addr(process: u64, queue_id: u32, offset: u64) -> u64 {
 impl SimNodes {
     fn describe(&self, p: &Process, qi: usize) -> uapi::kfdp_queue_info {
         let q = &p.queues[qi];
+        // A ring queue reports its tenant's real memory, as amdkfd does; a
+        // queue without one has no indices to watch.
+        let (ring, ring_size, read, write) = match q.ring.as_ref() {
+            Some(r) => (
+                r.addrs.ring,
+                u64::from(r.addrs.packets) * 64,
+                r.addrs.read_index,
+                r.addrs.write_index,
+            ),
+            None => (fake_addr(p.id, q.id, 0), 4096, 0, 0),
+        };
         uapi::kfdp_queue_info {
             gpu_id: GPU_ID_BASE + q.node,
             queue_id: q.id,
             queue_type: q.qtype,
             state: p.state_bits(q),
-            ring_base_address: fake_addr(p.id, q.id, 0),
-            ring_size: 4096,
-            read_pointer_address: fake_addr(p.id, q.id, 0x1000 - 16),
-            write_pointer_address: fake_addr(p.id, q.id, 0x1000 - 8),
+            ring_base_address: ring,
+            ring_size,
+            read_pointer_address: read,
+            write_pointer_address: write,
             ctx_save_restore_address: fake_addr(p.id, q.id, 0x80_0000),
             ctx_save_restore_size: 0x1000,
             doorbell_id: q.id,
@@ -87,7 +99,9 @@ impl Backend for SimNodes {
             uapi::KFDP_CAP_HWS_BATCH
                 | uapi::KFDP_CAP_MES
                 | uapi::KFDP_CAP_FREEZE
-                | uapi::KFDP_CAP_SIM,
+                | uapi::KFDP_CAP_SIM
+                | uapi::KFDP_CAP_ACTIVITY
+                | uapi::KFDP_CAP_SIM_RING,
         )
     }
 
@@ -204,5 +218,16 @@ impl Backend for SimNodes {
             applied,
             elapsed_ns: cost.elapsed_ns,
         }
+    }
+
+    fn pin_user(&self, t: &Target, addr: u64, write: bool) -> Result<UserWord> {
+        let mut st = self.0.state.lock();
+        st.reap(&self.0);
+        let pi = st.find(t.id).ok_or(ESRCH)?;
+        let mm = st.processes[pi].mm.clone();
+        drop(st);
+        // SAFETY: `mm` holds an mm_count on the tenant's address space for
+        // the whole call.
+        unsafe { UserWord::pin(mm.as_raw().cast(), addr, write) }
     }
 }

@@ -12,11 +12,15 @@
 //! * [`backend`]: the [`crate::backend::Backend`] over the model;
 //! * [`tenant`]: `/dev/kfd_preempt_sim`, the tenant side (a ROCm process's
 //!   stand-in for /dev/kfd);
-//! * [`knobs`]: the debugfs files (cost model, fault injection, actions).
+//! * [`knobs`]: the debugfs files (cost model, fault injection, actions);
+//! * [`ring`] and [`exec`]: ring queues in the tenant's memory and the
+//!   node executing their dispatches (the contention model).
 
 pub(crate) mod backend;
+pub(crate) mod exec;
 pub(crate) mod knobs;
 pub(crate) mod model;
+pub(crate) mod ring;
 pub(crate) mod tenant;
 
 use kernel::{
@@ -101,6 +105,9 @@ pub(crate) struct Sim {
     pub(crate) knobs: KVec<NodeKnobs>,
     #[pin]
     pub(crate) state: Mutex<model::State>,
+    /// Makes retired dispatches visible to tenants ([`exec`]).
+    #[pin]
+    pub(crate) driver: kernel::workqueue::Work<Sim>,
 }
 
 impl Sim {
@@ -121,6 +128,7 @@ impl Sim {
                 mes,
                 knobs,
                 state <- new_mutex!(model::State::new(nodes)),
+                driver <- kernel::new_work!("kfd_preempt::sim_driver"),
             }),
             GFP_KERNEL,
         )

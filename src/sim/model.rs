@@ -26,11 +26,14 @@ use kernel::{
 };
 
 use super::{
+    exec::NodeExec,
+    ring::Ring,
     NodeKnobs,
     Sim,
     MAX_NODES, //
 };
 use crate::{
+    activity::now_ns,
     backend::Op,
     uapi, //
 };
@@ -80,6 +83,8 @@ pub(crate) struct Queue {
     lost: u64,
     /// Start of the current tick while mapped.
     last: Instant<Monotonic>,
+    /// A ring queue's memory (`None`: the queue makes unit progress).
+    pub(crate) ring: Option<KBox<Ring>>,
 }
 
 impl Queue {
@@ -96,7 +101,8 @@ impl Queue {
     /// Brings progress up to `now`: each whole tick while mapped retires
     /// the in-flight units and dispatches new ones.
     fn advance(&mut self, now: Instant<Monotonic>) {
-        if !self.mapped {
+        // A ring queue runs its tenant's dispatches instead (`super::exec`).
+        if !self.mapped || self.ring.is_some() {
             self.last = now;
             return;
         }
@@ -121,6 +127,11 @@ impl Queue {
 
     /// Puts it back, restoring the saved work.
     fn map(&mut self, now: Instant<Monotonic>) {
+        // Mapping reads the write index from memory: doorbells rung while
+        // unmapped were dropped, their packets are found here.
+        if let Some(r) = self.ring.as_mut() {
+            r.observe(now_ns());
+        }
         self.in_flight += self.saved;
         self.saved = 0;
         self.mapped = true;
@@ -157,7 +168,7 @@ pub(crate) struct Process {
     pub(crate) leader: ARef<Task>,
     /// The opener's address space: the process dies with it, as a KFD
     /// process dies with its mm.
-    mm: ARef<Mm>,
+    pub(crate) mm: ARef<Mm>,
     /// Cleared when the process is torn down; the entry itself lives until
     /// the file is released, so that ATTACH of a dead tenant's fd is ESRCH.
     pub(crate) alive: bool,
@@ -235,6 +246,11 @@ pub(crate) struct State {
     pub(crate) conservation_errors: u64,
     /// Processes torn down (file closed or mm gone).
     pub(crate) processes_exited: u64,
+    /// What each node is executing (`super::exec`).
+    pub(crate) exec: [NodeExec; MAX_NODES as usize],
+    /// The driver is queued or running; it is told to stop at module exit.
+    pub(crate) driving: bool,
+    pub(crate) driver_stopping: bool,
 }
 
 fn delay(ns: u64) {
@@ -256,7 +272,15 @@ impl State {
             processes: KVec::new(),
             conservation_errors: 0,
             processes_exited: 0,
+            exec: [NodeExec::default(); MAX_NODES as usize],
+            driving: false,
+            driver_stopping: false,
         }
+    }
+
+    /// Number of nodes.
+    pub(crate) fn nodes(&self) -> u32 {
+        self.nodes
     }
 
     fn check(&mut self, ok: bool) {
@@ -321,6 +345,10 @@ impl State {
         let Some(i) = self.find(id) else {
             return;
         };
+        let now = now_ns();
+        for n in 0..self.nodes {
+            self.pause_node(n, now);
+        }
         let p = &mut self.processes[i];
         p.alive = false;
         p.evicted = [0; MAX_NODES as usize];
@@ -352,6 +380,8 @@ impl State {
     /// One HWS runlist cycle on `node`: unmap every mapped user queue
     /// (saving it), then map every queue that should run (restoring it).
     pub(crate) fn hws_cycle(&mut self, sim: &Sim, node: u32) -> Result {
+        // The node stops executing for the whole cycle.
+        self.pause_node(node, now_ns());
         let k = &sim.knobs[node as usize];
         k.runlist_updates.fetch_add(1, Relaxed);
         let mut resident = 0u64;
@@ -397,6 +427,7 @@ impl State {
             }
         }
         self.conservation_errors += u64::from(broken);
+        self.idle_until(node, now_ns());
         if map_fails {
             // The runlist stays empty until the next cycle succeeds.
             return Err(EIO);
@@ -416,6 +447,9 @@ impl State {
     /// process `pi` where it should be.
     fn mes_call(&mut self, sim: &Sim, pi: usize, qi: usize) -> Result {
         let node = self.processes[pi].queues[qi].node;
+        // A MES call stops the node's execution while it lasts, as a
+        // runlist cycle does; the running dispatch keeps its progress.
+        self.pause_node(node, now_ns());
         self.mes_call_cost(sim, node);
         let k = &sim.knobs[node as usize];
         let now = Instant::<Monotonic>::now();
@@ -439,6 +473,7 @@ impl State {
             let ok = q.conserved();
             self.check(ok);
         }
+        self.idle_until(node, now_ns());
         Ok(())
     }
 
@@ -654,6 +689,7 @@ impl State {
         node: u32,
         qtype: u32,
         priority: u32,
+        ring: Option<KBox<Ring>>,
     ) -> Result<u32> {
         self.reap(sim);
         let pi = self.find(id).ok_or(ESRCH)?;
@@ -680,6 +716,7 @@ impl State {
             dispatched: 0,
             lost: 0,
             last: Instant::<Monotonic>::now(),
+            ring,
         };
         p.queues.push(q, GFP_KERNEL)?;
         if p.evicted[node as usize] == 0 {
@@ -694,6 +731,9 @@ impl State {
         let pi = self.find(id).ok_or(ESRCH)?;
         let p = &mut self.processes[pi];
         let qi = p.queues.iter().position(|q| q.id == qid).ok_or(ENOENT)?;
+        let node = p.queues[qi].node;
+        self.pause_node(node, now_ns());
+        let p = &mut self.processes[pi];
         let q = p.queues.remove(qi).map_err(|_| ENOENT)?;
         if q.mapped {
             if sim.mes[q.node as usize] {
@@ -702,6 +742,37 @@ impl State {
                 let _ = self.hws_cycle(sim, q.node);
             }
         }
+        Ok(())
+    }
+
+    /// The tenant rang queue `qid`'s doorbell: a mapped queue's new packets
+    /// become visible now; an unmapped queue's doorbell is dropped, as on
+    /// hardware, and its packets are found when it is mapped.
+    pub(crate) fn doorbell(&mut self, id: u64, qid: u32) -> Result {
+        let pi = self.find(id).ok_or(ESRCH)?;
+        let q = self.processes[pi]
+            .queues
+            .iter()
+            .find(|q| q.id == qid)
+            .ok_or(ENOENT)?;
+        if q.ring.is_none() {
+            return Err(EINVAL);
+        }
+        let (node, mapped) = (q.node, q.mapped);
+        if !mapped {
+            return Ok(());
+        }
+        let now = now_ns();
+        self.run_node(node, now);
+        if let Some(r) = self.processes[pi]
+            .queues
+            .iter_mut()
+            .find(|q| q.id == qid)
+            .and_then(|q| q.ring.as_mut())
+        {
+            r.observe(now);
+        }
+        self.run_node(node, now);
         Ok(())
     }
 

@@ -31,6 +31,10 @@ use super::{
         QUEUE_TYPE_COMPUTE_AQL,
         QUEUE_TYPE_SDMA, //
     },
+    ring::{
+        Ring,
+        RingAddrs, //
+    },
     Sim,
     GPU_ID_BASE,
     SIM_SLOT, //
@@ -101,6 +105,33 @@ impl MiscDevice for Tenant {
                     .writer()
                     .write(&s)?;
             }
+            uapi::KFDP_SIM_IOC_CREATE_RING => {
+                let (mut r, mut w) = user.reader_writer();
+                let mut c: uapi::kfdp_sim_ring_create = r.read()?;
+                w.write(&c)?;
+                let tenant: Arc<Tenant> = tenant.into();
+                tenant.create_ring(&mut c)?;
+                if let Err(e) = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
+                    .writer()
+                    .write(&c)
+                {
+                    // The probe above succeeded: only a racing munmap gets
+                    // here. Nothing is left behind.
+                    let sim = &tenant.sim;
+                    let _ = sim.state.lock().destroy_queue(sim, tenant.id, c.queue_id);
+                    return Err(e);
+                }
+            }
+            uapi::KFDP_SIM_IOC_DOORBELL => {
+                let d: uapi::kfdp_sim_doorbell = user.reader().read()?;
+                if d.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                let sim = &tenant.sim;
+                let mut st = sim.state.lock();
+                st.reap(sim);
+                st.doorbell(tenant.id, d.queue_id)?;
+            }
             _ => return Err(ENOTTY),
         }
         Ok(0)
@@ -122,10 +153,47 @@ impl Tenant {
             return Err(EINVAL);
         }
         let sim = &self.sim;
-        let qid = sim
-            .state
-            .lock()
-            .create_queue(sim, self.id, c.node, c.queue_type, c.priority)?;
+        let qid =
+            sim.state
+                .lock()
+                .create_queue(sim, self.id, c.node, c.queue_type, c.priority, None)?;
+        c.queue_id = qid;
+        c.gpu_id = GPU_ID_BASE + c.node;
+        Ok(())
+    }
+
+    /// KFDP_SIM_IOC_CREATE_RING: an AQL queue whose ring and indices are
+    /// in the caller's memory, pinned until the queue is destroyed.
+    fn create_ring(self: &Arc<Self>, c: &mut uapi::kfdp_sim_ring_create) -> Result {
+        if c.reserved != 0 || c.queue_id != 0 || c.gpu_id != 0 {
+            return Err(EINVAL);
+        }
+        if c.node >= self.sim.nodes() || c.priority > MAX_PRIORITY {
+            return Err(EINVAL);
+        }
+        let addrs = RingAddrs {
+            ring: c.ring_address,
+            packets: c.ring_packets,
+            read_index: c.read_index_address,
+            write_index: c.write_index_address,
+        };
+        let task = kernel::current!();
+        let mm = task.mm().ok_or(EINVAL)?;
+        // SAFETY: `mm` is the calling task's address space, which stays
+        // valid (with its mm_count) while this ioctl runs.
+        let ring = unsafe { Ring::pin(mm.as_raw().cast(), addrs)? };
+        let ring = KBox::new(ring, GFP_KERNEL)?;
+        let sim = &self.sim;
+        let mut st = sim.state.lock();
+        let qid = st.create_queue(
+            sim,
+            self.id,
+            c.node,
+            QUEUE_TYPE_COMPUTE_AQL,
+            c.priority,
+            Some(ring),
+        )?;
+        sim.kick(&mut st);
         c.queue_id = qid;
         c.gpu_id = GPU_ID_BASE + c.node;
         Ok(())

@@ -28,7 +28,7 @@
 
 #define KFDP_IOC_MAGIC 0xBD
 #define KFDP_ABI_MAJOR 1
-#define KFDP_ABI_MINOR 1
+#define KFDP_ABI_MINOR 2
 #define KFDP_MAX_BATCH 4096
 
 /* KFDP_IOC_INFO: 64 bytes. */
@@ -43,6 +43,10 @@
  * with EAGAIN and change nothing; RESUME and THAW never do.
  */
 #define KFDP_CAP_RATE_LIMIT (1ULL << 5)
+/* ABI 1.2: KFDP_IOC_WATCH, UNWATCH, SAMPLE and ARM (activity detection). */
+#define KFDP_CAP_ACTIVITY (1ULL << 6)
+/* ABI 1.2: simulated ring queues that execute dispatches (with KFDP_CAP_SIM). */
+#define KFDP_CAP_SIM_RING (1ULL << 7)
 
 struct kfdp_info {
 	__u32 abi_major;		/*  0 out: KFDP_ABI_MAJOR */
@@ -52,7 +56,9 @@ struct kfdp_info {
 	__u32 sizeof_queue_ref;		/* 20 out: sizeof(struct kfdp_queue_ref) */
 	__u32 sizeof_queue_info;	/* 24 out: sizeof(struct kfdp_queue_info) */
 	__u32 min_preempt_interval_us;	/* 28 out (1.1): 0 = no limit */
-	__u64 reserved[4];		/* 32 */
+	__u32 max_watches;		/* 32 out (1.2): per owner */
+	__u32 min_watch_period_us;	/* 36 out (1.2): smallest ARM period */
+	__u64 reserved[3];		/* 40 */
 };
 
 /* KFDP_IOC_ATTACH: 40 bytes. Authorises one target process for this owner. */
@@ -191,6 +197,86 @@ struct kfdp_freeze {
 	__u64 elapsed_ns;	/* 16 out */
 };
 
+/*
+ * Activity detection (ABI 1.2, KFDP_CAP_ACTIVITY): whether watched queues
+ * have work pending, read from the queue's own read and write indices (the
+ * AQL read_dispatch_id the CP writes back and the write_dispatch_id the
+ * runtime writes) without touching the tenant.
+ *
+ * KFDP_IOC_WATCH / KFDP_IOC_UNWATCH: 32 bytes, entries struct kfdp_queue_ref.
+ * WATCH pins the page(s) holding the queue's two indices until UNWATCH,
+ * DETACH or close. Entry statuses: 0; KFDP_R_ALREADY (already watched, or
+ * not watched for UNWATCH); EINVAL bad handle or gpu_id; ESRCH target
+ * exited; ENOENT no such queue; EOPNOTSUPP a queue without AQL indices
+ * (SDMA, or a simulated queue without a ring); EFAULT the indices are not
+ * in pinnable memory; ENOSPC the owner already watches max_watches queues.
+ */
+struct kfdp_watch {
+	__u64 entries_ptr;	/*  0 in/out: struct kfdp_queue_ref[] */
+	__u32 num_entries;	/*  8 in: <= KFDP_MAX_BATCH */
+	__u32 entry_size;	/* 12 in */
+	__u32 flags;		/* 16 in: 0 */
+	__u32 num_ok;		/* 20 out: entries with status 0 */
+	__u64 reserved;		/* 24 */
+};
+
+/* kfdp_activity.flags */
+enum {
+	KFDP_ACT_PENDING = 1u << 0,	/* write_index != read_index */
+	KFDP_ACT_GONE = 1u << 1,	/* the target exited: indices are stale */
+};
+
+struct kfdp_activity {		/* 40 bytes: one watched queue */
+	__u32 handle;		/*  0 */
+	__u32 gpu_id;		/*  4 */
+	__u32 queue_id;		/*  8 */
+	__u32 flags;		/* 12 KFDP_ACT_* */
+	__u64 read_index;	/* 16 packets retired (written by the CP) */
+	__u64 write_index;	/* 24 packets published (written by the tenant) */
+	__u64 reserved;		/* 32 */
+};
+
+/*
+ * KFDP_IOC_SAMPLE: 40 bytes. Reads every watched queue of this owner, in
+ * the order they were watched.
+ */
+struct kfdp_sample {
+	__u64 entries_ptr;	/*  0 out: struct kfdp_activity[] */
+	__u32 entry_size;	/*  8 in */
+	__u32 capacity;		/* 12 in */
+	__u32 num_watches;	/* 16 out: may exceed capacity */
+	__u32 num_pending;	/* 20 out: watched queues with work pending */
+	__u64 timestamp_ns;	/* 24 out: CLOCK_MONOTONIC of the reads */
+	__u64 reserved;		/* 32 */
+};
+
+/*
+ * KFDP_IOC_ARM: 32 bytes. Samples this owner's watched queues every
+ * period_us in the kernel and signals the eventfd once, then disarms, when
+ * the condition holds:
+ *  - KFDP_ARM_ANY_BUSY: some watched queue has work pending, or its write
+ *    index moved since the ARM (a burst that retired within one period);
+ *  - KFDP_ARM_ALL_IDLE: no watched queue had work pending or a moving write
+ *    index for idle_us.
+ * A new ARM replaces the previous one; KFDP_ARM_OFF (eventfd -1) disarms.
+ * EINVAL: unknown condition, period_us outside [min_watch_period_us,
+ * 1000000], idle_us above 10000000, or nonzero reserved; EBADF: not an
+ * eventfd.
+ */
+enum {
+	KFDP_ARM_OFF = 0,
+	KFDP_ARM_ANY_BUSY = 1,
+	KFDP_ARM_ALL_IDLE = 2,
+};
+
+struct kfdp_arm {
+	__u32 condition;	/*  0 in: KFDP_ARM_* */
+	__s32 eventfd;		/*  4 in: eventfd(2) to signal; -1 with OFF */
+	__u32 period_us;	/*  8 in */
+	__u32 idle_us;		/* 12 in: ALL_IDLE only, else 0 */
+	__u64 reserved[2];	/* 16 */
+};
+
 #define KFDP_IOC_INFO		_IOR(KFDP_IOC_MAGIC, 0x00, struct kfdp_info)
 #define KFDP_IOC_ATTACH		_IOWR(KFDP_IOC_MAGIC, 0x01, struct kfdp_attach)
 #define KFDP_IOC_DETACH		_IOW(KFDP_IOC_MAGIC, 0x02, struct kfdp_detach)
@@ -199,6 +285,10 @@ struct kfdp_freeze {
 #define KFDP_IOC_RESUME		_IOWR(KFDP_IOC_MAGIC, 0x05, struct kfdp_batch)
 #define KFDP_IOC_FREEZE		_IOWR(KFDP_IOC_MAGIC, 0x06, struct kfdp_freeze)
 #define KFDP_IOC_THAW		_IOWR(KFDP_IOC_MAGIC, 0x07, struct kfdp_freeze)
+#define KFDP_IOC_WATCH		_IOWR(KFDP_IOC_MAGIC, 0x08, struct kfdp_watch)
+#define KFDP_IOC_UNWATCH	_IOWR(KFDP_IOC_MAGIC, 0x09, struct kfdp_watch)
+#define KFDP_IOC_SAMPLE		_IOWR(KFDP_IOC_MAGIC, 0x0A, struct kfdp_sample)
+#define KFDP_IOC_ARM		_IOW(KFDP_IOC_MAGIC, 0x0B, struct kfdp_arm)
 
 /*
  * Simulated nodes (present only with the module parameter sim_nodes=N > 0).
@@ -228,8 +318,58 @@ struct kfdp_sim_queue_status {	/* 40 bytes */
 	__u64 reserved[2];	/* 24 */
 };
 
+/*
+ * Ring queues (ABI 1.2, KFDP_CAP_SIM_RING): the tenant owns a ring of
+ * 64-byte packets and two 64-bit indices in its own memory, as a ROCm
+ * process owns its AQL ring and amd_queue_t. It writes packets, moves its
+ * write index and rings the doorbell; the node executes the dispatches of
+ * mapped queues (Documentation/simulated-node.rst, "Workloads") and writes
+ * the read index back as they retire. A doorbell of an unmapped queue is
+ * dropped, as on hardware; mapping reads the write index from memory.
+ */
+enum {
+	KFDP_SIM_PKT_INVALID = 0,	/* retired at once, with no work */
+	KFDP_SIM_PKT_DISPATCH = 1,
+};
+
+struct kfdp_sim_packet {	/* 64 bytes */
+	__u32 header;		/*  0 in: KFDP_SIM_PKT_* */
+	__u32 reserved0;	/*  4 */
+	__u64 work_ns;		/*  8 in: node time the dispatch needs alone */
+	__u64 tag;		/* 16 in: the tenant's; untouched */
+	__u64 submit_ns;	/* 24 out: CLOCK_MONOTONIC when the node saw it */
+	__u64 start_ns;		/* 32 out: when it first ran */
+	__u64 end_ns;		/* 40 out: when it retired */
+	__u64 reserved1[2];	/* 48 */
+};
+
+/*
+ * EINVAL: node out of range, ring_packets not a power of two in
+ * [1, 1024], addresses not aligned (ring: 64 bytes; indices: 8 bytes),
+ * the two indices overlapping each other or the ring, or nonzero
+ * reserved; EFAULT: memory that cannot be pinned writable.
+ */
+struct kfdp_sim_ring_create {	/* 48 bytes */
+	__u32 node;		/*  0 in */
+	__u32 priority;		/*  4 in: 0..15 */
+	__u64 ring_address;	/*  8 in: struct kfdp_sim_packet[ring_packets] */
+	__u64 read_index_address;	/* 16 in: __u64, written by the node */
+	__u64 write_index_address;	/* 24 in: __u64, written by the tenant */
+	__u32 ring_packets;	/* 32 in */
+	__u32 queue_id;		/* 36 out */
+	__u32 gpu_id;		/* 40 out */
+	__u32 reserved;		/* 44 */
+};
+
+struct kfdp_sim_doorbell {	/* 8 bytes */
+	__u32 queue_id;		/*  0 in */
+	__u32 reserved;		/*  4 */
+};
+
 #define KFDP_SIM_IOC_CREATE_QUEUE	_IOWR(KFDP_IOC_MAGIC, 0x40, struct kfdp_sim_queue_create)
 #define KFDP_SIM_IOC_DESTROY_QUEUE	_IOW(KFDP_IOC_MAGIC, 0x41, struct kfdp_sim_queue_destroy)
 #define KFDP_SIM_IOC_QUEUE_STATUS	_IOWR(KFDP_IOC_MAGIC, 0x42, struct kfdp_sim_queue_status)
+#define KFDP_SIM_IOC_CREATE_RING	_IOWR(KFDP_IOC_MAGIC, 0x43, struct kfdp_sim_ring_create)
+#define KFDP_SIM_IOC_DOORBELL		_IOW(KFDP_IOC_MAGIC, 0x44, struct kfdp_sim_doorbell)
 
 #endif /* _UAPI_LINUX_KFD_PREEMPT_H */

@@ -24,7 +24,9 @@ static const struct layout layouts[] = {
 	OFFSET(kfdp_info, caps, 8),
 	OFFSET(kfdp_info, max_batch, 16),
 	OFFSET(kfdp_info, sizeof_queue_info, 24),
-	OFFSET(kfdp_info, reserved, 32),
+	OFFSET(kfdp_info, max_watches, 32),
+	OFFSET(kfdp_info, min_watch_period_us, 36),
+	OFFSET(kfdp_info, reserved, 40),
 	SIZE(kfdp_attach, 40),
 	OFFSET(kfdp_attach, pid, 8),
 	OFFSET(kfdp_attach, handle, 16),
@@ -57,6 +59,22 @@ static const struct layout layouts[] = {
 	SIZE(kfdp_sim_queue_create, 32),
 	SIZE(kfdp_sim_queue_destroy, 8),
 	SIZE(kfdp_sim_queue_status, 40),
+	/* ABI 1.2 */
+	SIZE(kfdp_watch, 32),
+	OFFSET(kfdp_watch, num_ok, 20),
+	SIZE(kfdp_activity, 40),
+	OFFSET(kfdp_activity, read_index, 16),
+	OFFSET(kfdp_activity, write_index, 24),
+	SIZE(kfdp_sample, 40),
+	OFFSET(kfdp_sample, timestamp_ns, 24),
+	SIZE(kfdp_arm, 32),
+	OFFSET(kfdp_arm, idle_us, 12),
+	SIZE(kfdp_sim_packet, 64),
+	OFFSET(kfdp_sim_packet, work_ns, 8),
+	OFFSET(kfdp_sim_packet, end_ns, 40),
+	SIZE(kfdp_sim_ring_create, 48),
+	OFFSET(kfdp_sim_ring_create, ring_packets, 32),
+	SIZE(kfdp_sim_doorbell, 8),
 };
 
 TEST(abi_layout)
@@ -105,7 +123,10 @@ TEST_F(dev, info_v1)
 	EXPECT_EQ(sizeof(struct kfdp_queue_info), info.sizeof_queue_info);
 	/* ABI 1.1: the rate limit's interval, with its capability bit. */
 	EXPECT_EQ(info.min_preempt_interval_us != 0, !!(info.caps & KFDP_CAP_RATE_LIMIT));
-	for (int i = 0; i < 4; i++)
+	/* ABI 1.2: activity detection's limits (the engine's, always set). */
+	EXPECT_EQ(256, info.max_watches);
+	EXPECT_EQ(10, info.min_watch_period_us);
+	for (int i = 0; i < 3; i++)
 		EXPECT_EQ(0, info.reserved[i]);
 }
 
@@ -113,7 +134,8 @@ TEST_F(dev, info_v1)
 TEST_F(dev, info_caps_defined_bits_only)
 {
 	const __u64 known = KFDP_CAP_HWS_BATCH | KFDP_CAP_MES | KFDP_CAP_FREEZE |
-			    KFDP_CAP_PID | KFDP_CAP_SIM | KFDP_CAP_RATE_LIMIT;
+			    KFDP_CAP_PID | KFDP_CAP_SIM | KFDP_CAP_RATE_LIMIT |
+			    KFDP_CAP_ACTIVITY | KFDP_CAP_SIM_RING;
 	struct kfdp_info info = { 0 };
 
 	ASSERT_EQ(0, ioctl(self->fd, KFDP_IOC_INFO, &info));

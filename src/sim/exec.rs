@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The simulated node executing ring queues: the contention model
+//! (`Documentation/simulated-node.rst`, "Workloads").
+//!
+//! * A node runs one dispatch at a time: a dispatch is taken to fill the
+//!   node (a best-effort training kernel does), so the others wait.
+//! * The next dispatch is the visible head packet, among the node's mapped
+//!   ring queues, that became visible first (FIFO across queues: a CP's
+//!   dispatcher serves queues in turn, and once a long dispatch holds the
+//!   compute units, work behind it waits for it to finish).
+//! * A dispatch runs `work_ns` of node time and retires; unmapping its queue
+//!   (a preemption, or any runlist cycle) saves the work left, as CWSR
+//!   saves wave state, and the dispatch continues from there when its queue
+//!   runs again. A runlist cycle leaves the node idle while it lasts.
+//!
+//! Time is exact: the node is brought up to date (lazily) at every event
+//! that can change what runs (doorbell, map, unmap, destroy) and by the
+//! driver, which only makes completions visible to the tenants promptly.
+
+use kernel::{
+    sync::Arc,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+    workqueue::{
+        self,
+        impl_has_work,
+        WorkItem, //
+    },
+};
+
+use super::{
+    model::State,
+    Sim,
+    MAX_NODES, //
+};
+use crate::activity::now_ns;
+
+/// Longest time the driver sleeps while ring queues exist: the latest a
+/// retired dispatch's read index is written back.
+const DRIVER_PERIOD_NS: i64 = 1_000_000;
+
+/// One node's execution state.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NodeExec {
+    /// Node time simulated so far (CLOCK_MONOTONIC, ns).
+    clock: i64,
+    /// The dispatch on the node: its (process id, queue id), and when it
+    /// last started running.
+    running: Option<(u64, u32)>,
+    run_from: i64,
+    /// Dispatches retired on the node.
+    pub(crate) retired: u64,
+}
+
+impl State {
+    fn locate(&self, process: u64, queue_id: u32) -> Option<(usize, usize)> {
+        let pi = self
+            .processes
+            .iter()
+            .position(|p| p.id == process && p.alive)?;
+        let qi = self.processes[pi]
+            .queues
+            .iter()
+            .position(|q| q.id == queue_id)?;
+        Some((pi, qi))
+    }
+
+    /// The mapped ring queue of `node` whose visible head came first.
+    fn pick(&self, node: u32) -> Option<(usize, usize, i64)> {
+        let mut best: Option<(usize, usize, i64)> = None;
+        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
+            for (qi, q) in p.queues.iter().enumerate() {
+                let Some(r) = q.ring.as_ref() else { continue };
+                if q.node != node || !q.mapped || !r.has_work() {
+                    continue;
+                }
+                let t = r.head_submit_ns();
+                if best.is_none_or(|(_, _, bt)| t < bt) {
+                    best = Some((pi, qi, t));
+                }
+            }
+        }
+        best
+    }
+
+    /// Runs `node` up to `now`; returns when its running dispatch ends.
+    pub(crate) fn run_node(&mut self, node: u32, now: i64) -> Option<i64> {
+        let n = node as usize;
+        loop {
+            let ex = self.exec[n];
+            let (pi, qi) = match ex.running.and_then(|(p, q)| self.locate(p, q)) {
+                Some(at) if self.processes[at.0].queues[at.1].mapped => at,
+                _ => {
+                    let Some((pi, qi, submitted)) = self.pick(node) else {
+                        self.exec[n].running = None;
+                        self.exec[n].clock = self.exec[n].clock.max(now);
+                        return None;
+                    };
+                    let start = ex.clock.max(submitted);
+                    if start > now {
+                        return Some(start);
+                    }
+                    let p = &mut self.processes[pi];
+                    let id = (p.id, p.queues[qi].id);
+                    if let Some(r) = p.queues[qi].ring.as_mut() {
+                        r.start_head(start);
+                    }
+                    self.exec[n].running = Some(id);
+                    self.exec[n].run_from = start;
+                    (pi, qi)
+                }
+            };
+            let run_from = self.exec[n].run_from;
+            let Some(r) = self.processes[pi].queues[qi].ring.as_mut() else {
+                self.exec[n].running = None;
+                continue;
+            };
+            let end = run_from.saturating_add(r.remaining_ns.unwrap_or(0) as i64);
+            if end > now {
+                self.exec[n].clock = now;
+                return Some(end);
+            }
+            r.retire_head(end);
+            self.exec[n].retired += 1;
+            self.exec[n].running = None;
+            self.exec[n].clock = end;
+        }
+    }
+
+    /// Stops `node`'s running dispatch at `now`, keeping the work it has
+    /// left (CWSR), before its queues are unmapped.
+    pub(crate) fn pause_node(&mut self, node: u32, now: i64) {
+        self.run_node(node, now);
+        let n = node as usize;
+        if let Some((pi, qi)) = self.exec[n].running.and_then(|(p, q)| self.locate(p, q)) {
+            let ran = (now - self.exec[n].run_from).max(0) as u64;
+            if let Some(r) = self.processes[pi].queues[qi].ring.as_mut() {
+                r.remaining_ns = r.remaining_ns.map(|left| left.saturating_sub(ran));
+            }
+        }
+        self.exec[n].running = None;
+    }
+
+    /// The node did nothing until `now` (a runlist cycle was in progress).
+    pub(crate) fn idle_until(&mut self, node: u32, now: i64) {
+        let n = node as usize;
+        self.exec[n].clock = self.exec[n].clock.max(now);
+    }
+
+    /// Whether any live process has a ring queue: the driver runs while so.
+    pub(crate) fn has_rings(&self) -> bool {
+        self.processes
+            .iter()
+            .any(|p| p.alive && p.queues.iter().any(|q| q.ring.is_some()))
+    }
+
+    /// Runs every node up to now; returns the earliest dispatch end.
+    fn run_all(&mut self) -> Option<i64> {
+        let now = now_ns();
+        (0..self.nodes().min(MAX_NODES))
+            .filter_map(|n| self.run_node(n, now))
+            .min()
+    }
+}
+
+impl_has_work! {
+    impl HasWork<Sim> for Sim { self.driver }
+}
+
+impl WorkItem for Sim {
+    type Pointer = Arc<Sim>;
+
+    /// The driver: brings the nodes up to date at each dispatch end (and
+    /// at least every millisecond) while ring queues exist, so that tenants
+    /// see their read indices move without calling in.
+    fn run(this: Arc<Sim>) {
+        loop {
+            let next = {
+                let mut st = this.state.lock();
+                st.reap(&this);
+                if st.driver_stopping || !st.has_rings() {
+                    st.driving = false;
+                    return;
+                }
+                st.run_all()
+            };
+            let now = now_ns();
+            let wait = next
+                .map_or(DRIVER_PERIOD_NS, |t| t - now)
+                .clamp(20_000, DRIVER_PERIOD_NS);
+            fsleep(Delta::from_nanos(wait));
+        }
+    }
+}
+
+impl Sim {
+    /// Starts the driver if ring queues exist and it is not running.
+    pub(crate) fn kick(self: &Arc<Self>, st: &mut State) {
+        if !st.driving && !st.driver_stopping && st.has_rings() {
+            st.driving = true;
+            // An error means it is still queued from its last run, which
+            // will see the rings.
+            let _ = workqueue::system_unbound().enqueue(self.clone());
+        }
+    }
+
+    /// Stops the driver for good and waits until it returned (module exit).
+    pub(crate) fn stop_driver(&self) {
+        self.state.lock().driver_stopping = true;
+        // SAFETY: `driver` is an initialised work item that lives as long as
+        // `self`; flush_work() only waits for a running or pending instance
+        // and touches no reference count (the kernel crate has no flush).
+        unsafe {
+            kernel::bindings::flush_work(workqueue::Work::<Sim>::raw_get(&self.driver));
+        }
+    }
+}
