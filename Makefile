@@ -8,6 +8,8 @@
 #   make demo            provision everything and run the demo in the VM
 #   make bench           run kfd-preempt bench on simulated nodes in the VM
 #                        (results in out/bench/)
+#   make scenario        the latency-critical/best-effort scenario with and
+#                        without kfd-preemptd in the VM (out/scenario/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
 #   make dkms-source     the DKMS source tree, out/dkms/kfd_preempt-<version>
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
@@ -33,7 +35,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench lint rustfmtcheck checkpatch docs dkms-source
+.PHONY: all modules clean check demo bench scenario lint rustfmtcheck checkpatch docs dkms-source
 
 all: modules
 
@@ -53,6 +55,9 @@ demo:
 
 bench:
 	scripts/bench.sh
+
+scenario:
+	scripts/scenario.sh
 
 lint:
 	scripts/lint.sh

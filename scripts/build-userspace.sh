@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Build the userspace crates (release) and what the test VM runs of them:
-#   out/userspace/bin/   kfd-preempt (the CLI) and the crate's VM
+#   out/userspace/bin/   kfd-preempt (the CLI), kfd-preemptd (the daemon),
+#                        kfdp-scenario (the scenario's tenants), the crate's VM
 #                        integration tests, put on PATH in the VM
 #   out/kselftest/       KTAP programs the VM runs with the kselftests:
 #                        the C example linked statically and dynamically,
@@ -16,6 +17,9 @@ mkdir -p "$bin" "$ksft"
 
 (cd "$us" && cargo build --release --workspace --quiet)
 install -m 0755 "$us/target/release/kfd-preempt" "$bin/kfd-preempt"
+# The daemon, and the scenario's workload and report tool (a developer tool).
+install -m 0755 "$us/target/release/kfd-preemptd" "$bin/kfd-preemptd"
+install -m 0755 "$us/target/release/kfdp-scenario" "$bin/kfdp-scenario"
 vm_tests=$(cd "$us" && cargo test --release -p kfd-preempt --test vm --no-run 2>&1 |
 	grep -o 'target/release/deps/vm-[0-9a-f]*' | tail -n1)
 [ -n "$vm_tests" ] || kfdp_die "cannot find the crate's VM integration test binary"
@@ -35,3 +39,4 @@ gcc "${cflags[@]}" -o "$ksft/capi_example_shared" "$capi/examples/preempt_sim_te
 	-L"$lib" -Wl,-rpath,"$lib" -lkfdpreempt
 install -m 0755 "$KFDP_ROOT/tests/vm/crate_vm_test.sh" "$ksft/crate_vm_test"
 install -m 0755 "$KFDP_ROOT/tests/vm/cli_test.sh" "$ksft/cli_test"
+install -m 0755 "$KFDP_ROOT/tests/vm/daemon_test.sh" "$ksft/daemon_test"

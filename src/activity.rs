@@ -346,9 +346,10 @@ pub(crate) fn sample<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize)
     let cap = s.capacity.min(MAX_WATCHES) as usize;
     let mut out = KVVec::with_capacity(cap, GFP_KERNEL)?;
     let (total, pending) = {
-        let mut guard = owner.state.lock();
-        let state = &mut *guard;
-        owner.sweep(state);
+        // No sweep: SAMPLE is the daemon's hot path, and housekeeping notices
+        // an exited target within SWEEP_MS anyway (KFDP_ACT_GONE from then).
+        let guard = owner.state.lock();
+        let state = &*guard;
         s.timestamp_ns = now_ns() as u64;
         let mut pending = 0u32;
         for w in state.watches.iter() {

@@ -203,7 +203,7 @@ impl Sim {
             st.driving = true;
             // An error means it is still queued from its last run, which
             // will see the rings.
-            let _ = workqueue::system_unbound().enqueue(self.clone());
+            let _ = workqueue::system_long().enqueue(self.clone());
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod bench;
 mod chart;
+mod daemon;
 mod debugger;
 mod hold;
 mod list;
@@ -125,6 +126,9 @@ enum Command {
     /// Be a simulated tenant: create queues on a simulated node and keep
     /// them until stdin closes or a signal arrives (for demos and tests).
     SimTenant(tenant::TenantArgs),
+    /// Show what kfd-preemptd is doing, from its statistics file: mode,
+    /// counters, tenants and the reaction-latency histogram.
+    Daemon(daemon::DaemonArgs),
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -195,6 +199,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Bench(args) => bench::run(&args),
         Command::Chart { input, output } => chart::from_file(&input, &output),
         Command::SimTenant(args) => tenant::run(&args),
+        Command::Daemon(args) => daemon::run(&args),
     }
 }
 

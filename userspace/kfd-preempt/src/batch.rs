@@ -323,6 +323,22 @@ impl BatchReport {
     }
 
     pub(crate) fn from_raw(entries: &[uapi::kfdp_queue_ref], b: &uapi::kfdp_batch) -> Self {
+        Self::from_entries(
+            entries,
+            b.num_ok,
+            b.num_runlist_updates,
+            Duration::from_nanos(b.elapsed_ns),
+        )
+    }
+
+    /// The report of any call whose entries are `kfdp_queue_ref`s (PREEMPT,
+    /// RESUME, WATCH, UNWATCH).
+    pub(crate) fn from_entries(
+        entries: &[uapi::kfdp_queue_ref],
+        num_ok: u32,
+        runlist_updates: u32,
+        elapsed: Duration,
+    ) -> Self {
         BatchReport {
             outcomes: entries
                 .iter()
@@ -337,11 +353,31 @@ impl BatchReport {
                     )
                 })
                 .collect(),
-            num_ok: b.num_ok,
-            runlist_updates: b.num_runlist_updates,
-            elapsed: Duration::from_nanos(b.elapsed_ns),
+            num_ok,
+            runlist_updates,
+            elapsed,
         }
     }
+}
+
+/// The entries of a call naming `queues`, statuses zeroed, checked against
+/// `KFDP_MAX_BATCH`.
+pub(crate) fn raw_entries(queues: &[QueueRef]) -> Result<Vec<uapi::kfdp_queue_ref>, Error> {
+    if queues.len() > uapi::KFDP_MAX_BATCH as usize {
+        return Err(Error::BatchTooLarge {
+            len: queues.len(),
+            max: uapi::KFDP_MAX_BATCH,
+        });
+    }
+    Ok(queues
+        .iter()
+        .map(|q| uapi::kfdp_queue_ref {
+            handle: q.handle.0,
+            gpu_id: q.gpu_id,
+            queue_id: q.queue_id,
+            status: 0,
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -57,6 +57,12 @@ impl Caps {
     /// PREEMPT and FREEZE of a node may fail with `EAGAIN` within
     /// [`Info::min_preempt_interval_us`] of its last one (ABI 1.1).
     pub const RATE_LIMIT: u64 = uapi::KFDP_CAP_RATE_LIMIT as u64;
+    /// WATCH, UNWATCH, SAMPLE and ARM: activity detection of watched queues
+    /// (ABI 1.2, [`Device::watch`]).
+    pub const ACTIVITY: u64 = uapi::KFDP_CAP_ACTIVITY as u64;
+    /// Simulated ring queues that execute dispatches (ABI 1.2, with
+    /// [`Caps::SIM`]; [`SimTenant::create_ring`](crate::sim::SimTenant::create_ring)).
+    pub const SIM_RING: u64 = uapi::KFDP_CAP_SIM_RING as u64;
 
     /// Whether every bit of `bits` is set.
     ///
@@ -73,6 +79,7 @@ impl Caps {
     /// ```
     /// use kfd_preempt::Caps;
     /// assert_eq!(Caps(Caps::MES | 0x100).names(), ["mes", "0x100"]);
+    /// assert_eq!(Caps(Caps::ACTIVITY | Caps::SIM_RING).names(), ["activity", "sim-ring"]);
     /// ```
     pub fn names(self) -> Vec<String> {
         crate::bits::names(
@@ -84,6 +91,8 @@ impl Caps {
                 (Self::PID, "pid-attach"),
                 (Self::SIM, "sim"),
                 (Self::RATE_LIMIT, "rate-limit"),
+                (Self::ACTIVITY, "activity"),
+                (Self::SIM_RING, "sim-ring"),
             ],
         )
     }
@@ -113,6 +122,11 @@ pub struct Info {
     /// The least time between two PREEMPT or FREEZE triggers of one node,
     /// in microseconds; 0: no limit, or a module older than ABI 1.1.
     pub min_preempt_interval_us: u32,
+    /// The most queues one owner may watch ([`Device::watch`]); 0 before
+    /// ABI 1.2.
+    pub max_watches: u32,
+    /// The shortest period [`Device::arm`] accepts; zero before ABI 1.2.
+    pub min_watch_period: Duration,
 }
 
 impl From<uapi::kfdp_info> for Info {
@@ -125,6 +139,8 @@ impl From<uapi::kfdp_info> for Info {
             sizeof_queue_ref: i.sizeof_queue_ref,
             sizeof_queue_info: i.sizeof_queue_info,
             min_preempt_interval_us: i.min_preempt_interval_us,
+            max_watches: i.max_watches,
+            min_watch_period: Duration::from_micros(i.min_watch_period_us.into()),
         }
     }
 }
@@ -459,21 +475,7 @@ impl Device {
         queues: &[QueueRef],
         opts: &BatchOptions,
     ) -> Result<BatchReport, Error> {
-        if queues.len() > uapi::KFDP_MAX_BATCH as usize {
-            return Err(Error::BatchTooLarge {
-                len: queues.len(),
-                max: uapi::KFDP_MAX_BATCH,
-            });
-        }
-        let mut entries: Vec<uapi::kfdp_queue_ref> = queues
-            .iter()
-            .map(|q| uapi::kfdp_queue_ref {
-                handle: q.handle.0,
-                gpu_id: q.gpu_id,
-                queue_id: q.queue_id,
-                status: 0,
-            })
-            .collect();
+        let mut entries = crate::batch::raw_entries(queues)?;
         let mut b = uapi::kfdp_batch {
             entries_ptr: entries.as_mut_ptr() as u64,
             // Bounded by KFDP_MAX_BATCH above.
@@ -620,6 +622,11 @@ mod tests {
             ["hws-batch", "pid-attach"]
         );
         assert_eq!(Caps(Caps::SIM | 0x100).names(), ["sim", "0x100"]);
+        assert_eq!(
+            Caps(Caps::SIM_RING | Caps::ACTIVITY | Caps::RATE_LIMIT | 0x100).names(),
+            ["rate-limit", "activity", "sim-ring", "0x100"]
+        );
+        assert_eq!((Caps::ACTIVITY, Caps::SIM_RING), (1 << 6, 1 << 7));
     }
 
     #[test]
@@ -632,10 +639,14 @@ mod tests {
             sizeof_queue_ref: 16,
             sizeof_queue_info: 96,
             min_preempt_interval_us: 1000,
+            max_watches: 256,
+            min_watch_period_us: 100,
             ..Default::default()
         };
         let info = Info::from(raw);
         assert_eq!(info.min_preempt_interval_us, 1000);
+        assert_eq!(info.max_watches, 256);
+        assert_eq!(info.min_watch_period, Duration::from_micros(100));
         assert_eq!((info.abi_major, info.abi_minor), (1, 2));
         assert_eq!(info.caps, Caps(0x5));
         assert_eq!(

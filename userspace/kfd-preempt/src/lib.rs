@@ -13,7 +13,10 @@
 //! * [`Device::preempt`] / [`Device::resume`]: batches of [`QueueRef`],
 //!   answered with one [`Outcome`] per entry in a [`BatchReport`].
 //! * [`Target::freeze`] / [`Target::thaw`]: process-level preemption.
-//! * [`sim`]: tenants and knobs of the module's simulated nodes.
+//! * [`Device::watch`] / [`Device::sample`] / [`Device::arm`]: activity
+//!   detection of watched queues (ABI 1.2), as [`Sample`]s of [`Activity`].
+//! * [`kfd_processes`]: the processes that have a KFD device open.
+//! * [`sim`]: tenants, ring queues and knobs of the module's simulated nodes.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -33,6 +36,7 @@
 
 #![deny(missing_docs)]
 
+mod activity;
 mod batch;
 mod bits;
 mod device;
@@ -44,8 +48,10 @@ pub mod sim;
 mod target;
 pub mod uapi;
 
+pub use activity::{Activity, ArmCondition, Sample};
 pub use batch::{BatchOptions, BatchReport, EntryError, Outcome, QueueRef, MAX_LEASE};
 pub use device::{Caps, Device, Handle, Info, TargetKind, DEVICE_PATH};
 pub use error::Error;
+pub use locate::kfd_processes;
 pub use queue::{QueueInfo, QueueState, QueueType};
 pub use target::Target;

@@ -55,6 +55,45 @@ pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKi
     best.ok_or(Error::NotAKfdProcess { pid })
 }
 
+/// Every process with a KFD device open: `/dev/kfd`
+/// ([`TargetKind::KfdFd`]) or the simulated tenant device
+/// ([`TargetKind::SimFd`]), from the `/proc/PID/fd` links, by pid. A process
+/// with both is reported by its lowest such descriptor. Processes that exit
+/// during the scan, or whose descriptors this process may not read, are
+/// skipped; only an unreadable `/proc` is an error.
+///
+/// ```
+/// for (pid, kind) in kfd_preempt::kfd_processes()? {
+///     println!("{pid}: {kind:?}");
+/// }
+/// # Ok::<(), kfd_preempt::Error>(())
+/// ```
+pub fn kfd_processes() -> Result<Vec<(i32, TargetKind)>, Error> {
+    scan_processes(Path::new("/proc"))
+}
+
+/// [`kfd_processes`] over a `/proc`-like directory.
+pub(crate) fn scan_processes(proc_dir: &Path) -> Result<Vec<(i32, TargetKind)>, Error> {
+    let dir = fs::read_dir(proc_dir).map_err(|e| Error::Os {
+        operation: "reading /proc",
+        errno: io_errno(&e),
+    })?;
+    let mut found: Vec<(i32, TargetKind)> = dir
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            if pid <= 0 {
+                return None;
+            }
+            find_kfd_fd(&entry.path().join("fd"), pid)
+                .ok()
+                .map(|(_, kind)| (pid, kind))
+        })
+        .collect();
+    found.sort_unstable_by_key(|(pid, _)| *pid);
+    Ok(found)
+}
+
 /// A copy of `pid`'s KFD descriptor, taken with `pidfd_getfd(2)`. The
 /// caller attaches it and drops it right away: a copy keeps an exited
 /// tenant's memory alive.
@@ -147,6 +186,43 @@ mod tests {
             take_kfd_fd(0).unwrap_err(),
             Error::InvalidArgument("a pid is a positive number")
         );
+    }
+
+    #[test]
+    fn scans_a_fake_proc_skipping_what_is_not_a_kfd_process() {
+        let root = std::env::temp_dir().join(format!("kfdp-proc-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (pid, links) in [
+            ("12", vec![("3", "/dev/kfd")]),
+            ("7", vec![("0", "/dev/null"), ("4", "/dev/kfd_preempt_sim")]),
+            ("9", vec![("0", "/dev/null")]),
+        ] {
+            let fd = root.join(pid).join("fd");
+            fs::create_dir_all(&fd).unwrap();
+            for (name, target) in links {
+                symlink(target, fd.join(name)).unwrap();
+            }
+        }
+        // Not processes: no fd directory, or not a number.
+        fs::create_dir_all(root.join("31")).unwrap();
+        fs::create_dir_all(root.join("self").join("fd")).unwrap();
+        fs::write(root.join("uptime"), "1.0 1.0").unwrap();
+        assert_eq!(
+            scan_processes(&root),
+            Ok(vec![(7, TargetKind::SimFd), (12, TargetKind::KfdFd)])
+        );
+        fs::remove_dir_all(&root).unwrap();
+        assert!(matches!(
+            scan_processes(Path::new("/nonexistent/proc")),
+            Err(Error::Os { .. })
+        ));
+    }
+
+    #[test]
+    fn the_real_proc_scan_works() {
+        // The test runner has no KFD device open.
+        let me = std::process::id() as i32;
+        assert!(kfd_processes().unwrap().iter().all(|(pid, _)| *pid != me));
     }
 
     #[test]

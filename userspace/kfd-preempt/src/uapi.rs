@@ -47,12 +47,24 @@ pub const IOC_RESUME: Opcode = opcode::read_write::<kfdp_batch>(MAGIC, 0x05);
 pub const IOC_FREEZE: Opcode = opcode::read_write::<kfdp_freeze>(MAGIC, 0x06);
 /// `KFDP_IOC_THAW`.
 pub const IOC_THAW: Opcode = opcode::read_write::<kfdp_freeze>(MAGIC, 0x07);
+/// `KFDP_IOC_WATCH` (ABI 1.2).
+pub const IOC_WATCH: Opcode = opcode::read_write::<kfdp_watch>(MAGIC, 0x08);
+/// `KFDP_IOC_UNWATCH` (ABI 1.2).
+pub const IOC_UNWATCH: Opcode = opcode::read_write::<kfdp_watch>(MAGIC, 0x09);
+/// `KFDP_IOC_SAMPLE` (ABI 1.2).
+pub const IOC_SAMPLE: Opcode = opcode::read_write::<kfdp_sample>(MAGIC, 0x0A);
+/// `KFDP_IOC_ARM` (ABI 1.2).
+pub const IOC_ARM: Opcode = opcode::write::<kfdp_arm>(MAGIC, 0x0B);
 /// `KFDP_SIM_IOC_CREATE_QUEUE`.
 pub const SIM_IOC_CREATE_QUEUE: Opcode = opcode::read_write::<kfdp_sim_queue_create>(MAGIC, 0x40);
 /// `KFDP_SIM_IOC_DESTROY_QUEUE`.
 pub const SIM_IOC_DESTROY_QUEUE: Opcode = opcode::write::<kfdp_sim_queue_destroy>(MAGIC, 0x41);
 /// `KFDP_SIM_IOC_QUEUE_STATUS`.
 pub const SIM_IOC_QUEUE_STATUS: Opcode = opcode::read_write::<kfdp_sim_queue_status>(MAGIC, 0x42);
+/// `KFDP_SIM_IOC_CREATE_RING` (ABI 1.2).
+pub const SIM_IOC_CREATE_RING: Opcode = opcode::read_write::<kfdp_sim_ring_create>(MAGIC, 0x43);
+/// `KFDP_SIM_IOC_DOORBELL` (ABI 1.2).
+pub const SIM_IOC_DOORBELL: Opcode = opcode::write::<kfdp_sim_doorbell>(MAGIC, 0x44);
 
 // The numbers as clang evaluated the header's `_IO*` macros.
 const _: () = {
@@ -64,7 +76,13 @@ const _: () = {
     assert!(IOC_RESUME as u64 == KFDP_CHECK_IOC_RESUME as u64);
     assert!(IOC_FREEZE as u64 == KFDP_CHECK_IOC_FREEZE as u64);
     assert!(IOC_THAW as u64 == KFDP_CHECK_IOC_THAW as u64);
+    assert!(IOC_WATCH as u64 == KFDP_CHECK_IOC_WATCH as u64);
+    assert!(IOC_UNWATCH as u64 == KFDP_CHECK_IOC_UNWATCH as u64);
+    assert!(IOC_SAMPLE as u64 == KFDP_CHECK_IOC_SAMPLE as u64);
+    assert!(IOC_ARM as u64 == KFDP_CHECK_IOC_ARM as u64);
     assert!(SIM_IOC_CREATE_QUEUE as u64 == KFDP_CHECK_SIM_IOC_CREATE_QUEUE as u64);
     assert!(SIM_IOC_DESTROY_QUEUE as u64 == KFDP_CHECK_SIM_IOC_DESTROY_QUEUE as u64);
     assert!(SIM_IOC_QUEUE_STATUS as u64 == KFDP_CHECK_SIM_IOC_QUEUE_STATUS as u64);
+    assert!(SIM_IOC_CREATE_RING as u64 == KFDP_CHECK_SIM_IOC_CREATE_RING as u64);
+    assert!(SIM_IOC_DOORBELL as u64 == KFDP_CHECK_SIM_IOC_DOORBELL as u64);
 };

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `make scenario`: build everything, boot the test VM with simulated nodes
+# and run the motivating scenario there (tests/vm/scenario.sh): a
+# latency-critical tenant beside a best-effort one, alone, together, and
+# together under kfd-preemptd. Prints the table and the criteria and exits
+# non-zero if one fails; results land in out/scenario/ (report.json,
+# report.svg, report.txt). Environment: DURATION, RATE, CHAIN, LC_MS,
+# BE_MS, SEED (see tests/vm/scenario.sh). The cost model is the simulated
+# node's: every figure is modelled, not measured on a GPU.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+cd "$KFDP_ROOT"
+scripts/install-toolchain.sh
+scripts/build-kernel.sh >/dev/null
+scripts/build-module.sh >/dev/null
+scripts/build-userspace.sh
+out=$KFDP_ROOT/out/scenario
+mkdir -p "$out"
+env_args=()
+for v in DURATION RATE CHAIN LC_MS BE_MS SEED; do
+	[ -n "${!v:-}" ] && env_args+=("$v=${!v}")
+done
+rc=0
+tests/vm/run sim_nodes=2 sim_mes_nodes=2 --no-kselftest --no-kunit --quiet --timeout 1800 \
+	--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd \
+	--copy out/userspace/bin/kfdp-scenario --out "$out/vm" -- \
+	"$KFDP_ROOT/tests/vm/scenario.sh" "${env_args[@]}" || rc=$?
+log=$out/vm/results.log
+extract() {
+	sed -n "/^=== kfdp-scenario $1 begin ===/,/^=== kfdp-scenario $1 end ===/p" "$log" |
+		sed '1d;$d' | tr -d '\r'
+}
+extract json >"$out/report.json"
+extract svg >"$out/report.svg"
+sed -n '/^=== kfdp-scenario json begin/q;p' "$log" | sed -n '/^mode /,$p' | tr -d '\r' >"$out/report.txt"
+[ -s "$out/report.json" ] || kfdp_die "the scenario printed no results (see $log)"
+cat "$out/report.txt"
+kfdp_log "results: $out/report.json, $out/report.svg, $out/report.txt"
+exit $rc

@@ -1,0 +1,170 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# kfd-preemptd against simulated tenants, as an operator runs it: a
+# misconfiguration exits 2 with nothing preempted; --once classifies by
+# selector; a latency-critical request preempts the best-effort tenant and
+# its end resumes it; a best-effort tenant exiting while held; the lease
+# when the daemon stalls; SIGKILL at random points leaves nothing
+# preempted (QUERY through `kfd-preempt list` and the simulated node's
+# counters), and a restarted daemon works. KTAP.
+n=0 fails=0
+ok() { n=$((n + 1)); echo "ok $n $1"; }
+nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
+check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+STATUS=/sys/kernel/debug/kfd_preempt/sim/status
+# Queues suspended on the simulated nodes, by anyone.
+suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
+# Queues of process $1 that QUERY reports suspended.
+held() { kfd-preempt list "$1" | awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }'; }
+# Waits up to $2 tenths of a second for `$1` to succeed.
+until_true() {
+	i=0
+	until eval "$1"; do
+		i=$((i + 1))
+		[ $i -gt "$2" ] && return 1
+		sleep 0.1
+	done
+}
+W=/tmp/daemon_test
+rm -rf $W && mkdir -p $W && cd $W || exit 1
+
+echo "TAP version 13"
+if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
+	! command -v kfdp-scenario >/dev/null; then
+	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), kfd-preemptd and kfdp-scenario"
+	exit 4
+fi
+echo "1..11"
+
+config() { # hysteresis_us lease_ms
+	cat <<EOF
+[daemon]
+tenants = "sim"
+scan_interval_ms = 100
+sample_period_us = 50
+idle_hysteresis_us = $1
+lease_ms = $2
+min_share_period_ms = 1000
+min_share_budget_ms = 100
+stats_path = "$W/stats.json"
+
+[[class]]
+name = "inference"
+priority = "latency-critical"
+env = "latency-critical"
+
+[[class]]
+name = "training"
+priority = "best-effort"
+env = "best-effort"
+
+[[class]]
+name = "batch"
+priority = "best-effort"
+comm = "kfdp-batch"
+EOF
+}
+
+# 1. A misconfiguration: exit status 2, the key named, nothing preempted.
+KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --work-ms 50 --duration-s 120 \
+	--out be.json --ready-file be.ready >/dev/null 2>&1 &
+be=$!
+until_true "[ -e be.ready ]" 50
+config 1000 200 | sed 's/lease_ms = 200/lease_ms = 0/' >bad.toml
+kfd-preemptd --config bad.toml >bad.out 2>&1
+rc=$?
+sed 's/^/# /' bad.out
+[ $rc = 2 ] && grep -q lease_ms bad.out && [ "$(suspended)" = 0 ]
+check $? "misconfiguration: exit 2 naming the key, nothing preempted"
+printf '[daemon]\nsample_period_us = 5\n' >bad2.toml
+kfd-preemptd --check-config bad2.toml >bad2.out 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q sample_period_us bad2.out
+check $? "--check-config refuses a period below 10 us"
+
+# 2. Selectors: env opt-in and comm; an unmatched tenant is ignored.
+config 1000 200 >good.toml
+kfd-preemptd --check-config good.toml
+check $? "--check-config accepts the configuration"
+KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --rate 20 --chain 3 --work-ms 5 \
+	--duration-s 120 --out lc.json --ready-file lc.ready >/dev/null 2>&1 &
+lc=$!
+kfdp-scenario be --work-ms 50 --duration-s 30 --out other.json \
+	--ready-file other.ready >/dev/null 2>&1 &
+other=$!
+until_true "[ -e lc.ready ] && [ -e other.ready ]" 50
+kfd-preemptd --config good.toml --once >once.out 2>&1
+sed 's/^/# /' once.out
+grep "$lc" once.out | grep -q latency-critical &&
+	grep "$be" once.out | grep -q best-effort &&
+	! grep "$other" once.out | grep -q -e latency-critical -e best-effort
+check $? "--once classifies by env opt-in and ignores the unmatched tenant"
+kill $other 2>/dev/null
+wait $other 2>/dev/null
+
+# 3. Live: LC requests preempt BE, LC idleness resumes it.
+kfd-preemptd --config good.toml 2>daemon.log &
+d=$!
+until_true "[ -e stats.json ] && grep -q latency-critical stats.json" 100
+until_true "[ \"\$(held $be)\" -gt 0 ]" 100
+check $? "an LC request preempts the BE tenant's queue"
+until_true "[ \"\$(held $be)\" = 0 ]" 100
+check $? "LC idleness resumes it"
+kfd-preempt daemon --stats stats.json --json | grep -q '"preemptions": *[1-9]'
+check $? "the daemon's statistics count the preemptions"
+
+# 4. The daemon stalls (SIGSTOP) while holding BE: the lease resumes BE.
+# A long hysteresis keeps BE held while the daemon runs, so that what ends
+# the hold below can only be the lease.
+kill -TERM $d
+wait $d
+config 5000000 200 >long.toml
+kfd-preemptd --config long.toml 2>>daemon.log &
+d=$!
+until_true "[ \"\$(held $be)\" -gt 0 ]" 100
+kill -STOP $d
+before=$(held $be)
+sleep 0.6
+after=$(held $be)
+kill -CONT $d
+echo "# held before the stall: $before, 0.6 s into it: $after"
+[ "$before" -gt 0 ] && [ "$after" = 0 ]
+check $? "a stalled daemon's lease ends: BE runs again"
+kill -TERM $d
+wait $d
+kfd-preemptd --config good.toml 2>>daemon.log &
+d=$!
+
+# 5. SIGKILL at random points: nothing stays preempted; a restart works.
+bad=0
+for i in 1 2 3 4 5; do
+	sleep "0.$(awk -v s=$i 'BEGIN { srand(s); printf "%d", rand() * 9 + 1 }')"
+	kill -KILL $d
+	wait $d 2>/dev/null
+	if [ "$(suspended)" != 0 ] || [ "$(held $be)" != 0 ]; then
+		echo "# kill $i left $(suspended) queue(s) suspended"
+		bad=1
+	fi
+	kfd-preemptd --config good.toml 2>>daemon.log &
+	d=$!
+done
+[ $bad = 0 ]
+check $? "SIGKILL at 5 random points leaves nothing preempted"
+until_true "[ \"\$(held $be)\" -gt 0 ]" 100
+check $? "the restarted daemon preempts again"
+
+# 6. The BE tenant exits while held: the daemon carries on.
+until_true "[ \"\$(held $be)\" -gt 0 ]" 100
+kill -KILL $be
+wait $be 2>/dev/null
+sleep 0.5
+kill -0 $d && [ "$(suspended)" = 0 ]
+check $? "a BE tenant exiting while held: the daemon runs on, nothing left suspended"
+
+kill -TERM $d
+wait $d
+echo "# kfd-preemptd exited with $?"
+kill $lc 2>/dev/null
+wait $lc 2>/dev/null
+tail -5 daemon.log | sed 's/^/# /'
+[ $fails = 0 ] || exit 1

@@ -1,0 +1,606 @@
+//! The TOML configuration: daemon settings and the class rules that sort
+//! tenant processes into latency-critical, best-effort and ignored.
+//!
+//! ```
+//! let cfg = kfd_preemptd::config::Config::parse(
+//!     r#"
+//!     [daemon]
+//!     lease_ms = 100
+//!
+//!     [[class]]
+//!     name = "inference"
+//!     priority = "latency-critical"
+//!     cgroup = "/system.slice/inference.service"
+//!     "#,
+//! )?;
+//! assert_eq!(cfg.daemon.lease_ms, 100);
+//! assert_eq!(cfg.classes[0].name, "inference");
+//! # Ok::<(), kfd_preemptd::config::ConfigError>(())
+//! ```
+
+use std::{collections::HashSet, fmt, path::Path, path::PathBuf, time::Duration};
+
+use serde::Deserialize;
+
+/// Where the daemon reads its configuration unless told otherwise.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/kfd-preemptd.toml";
+
+/// The environment variable a process sets to opt in to an `env` rule.
+pub const CLASS_ENV: &str = "KFD_PREEMPT_CLASS";
+
+/// The shortest activity sampling period accepted (the module may ask for
+/// more: `kfdp_info.min_watch_period_us`).
+pub const MIN_SAMPLE_PERIOD_US: u32 = 10;
+/// The longest ARM period the module takes (`KFDP_IOC_ARM`: 1 s).
+pub const MAX_SAMPLE_PERIOD_US: u32 = 1_000_000;
+/// The longest ARM idle time the module takes (`KFDP_IOC_ARM`: 10 s).
+pub const MAX_IDLE_US: u32 = 10_000_000;
+/// The longest lease the module takes (one day).
+pub const MAX_LEASE_MS: u32 = 86_400_000;
+/// `/proc/PID/comm` holds at most this many bytes (`TASK_COMM_LEN` - 1).
+pub const MAX_COMM_LEN: usize = 15;
+
+/// Which tenant descriptors make a process a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Tenants {
+    /// Processes with `/dev/kfd` open (real GPUs).
+    #[default]
+    Kfd,
+    /// Processes with `/dev/kfd_preempt_sim` open (the simulated node).
+    Sim,
+    /// Either.
+    Both,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `key=value` pairs.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What a class rule makes of the processes it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Priority {
+    /// Its queues are watched; while they have work, best-effort queues
+    /// are taken off the GPU.
+    LatencyCritical,
+    /// Its compute queues are preempted while latency-critical work runs.
+    BestEffort,
+    /// Left alone (as are processes that match no rule).
+    Ignore,
+}
+
+impl Priority {
+    /// The name used in the configuration, logs and statistics.
+    ///
+    /// ```
+    /// use kfd_preemptd::config::Priority;
+    /// assert_eq!(Priority::BestEffort.as_str(), "best-effort");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::LatencyCritical => "latency-critical",
+            Priority::BestEffort => "best-effort",
+            Priority::Ignore => "ignore",
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `[daemon]` section. Every key has a default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// The kfd_preempt device.
+    pub device: PathBuf,
+    /// Which tenant descriptors to look for.
+    pub tenants: Tenants,
+    /// How often `/proc` is scanned for tenants and their queues re-queried.
+    pub scan_interval_ms: u32,
+    /// How often the module samples the watched queues while armed.
+    pub sample_period_us: u32,
+    /// How long every latency-critical queue must be idle before
+    /// best-effort queues are resumed.
+    pub idle_hysteresis_us: u32,
+    /// The lease of each preemption; renewed at half of it while held, so
+    /// that a stalled daemon leaves nothing off for longer than this.
+    pub lease_ms: u32,
+    /// The window over which best-effort work is guaranteed its budget.
+    pub min_share_period_ms: u32,
+    /// The least time best-effort queues run in each window, even while
+    /// latency-critical work is busy; 0 turns the guarantee off.
+    pub min_share_budget_ms: u32,
+    /// Where the statistics JSON is written (atomically, every second and
+    /// on exit); empty: not written.
+    pub stats_path: PathBuf,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// SCHED_FIFO priority of the thread that reacts (1 to 99), so that
+    /// busy tenants on every CPU cannot delay a preemption; 0: the default
+    /// scheduler. The `/proc` scan runs on a thread of its own at the
+    /// default policy either way.
+    pub fifo_priority: u32,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            device: PathBuf::from("/dev/kfd_preempt"),
+            tenants: Tenants::Kfd,
+            scan_interval_ms: 200,
+            sample_period_us: 50,
+            idle_hysteresis_us: 1000,
+            lease_ms: 200,
+            min_share_period_ms: 1000,
+            min_share_budget_ms: 100,
+            stats_path: PathBuf::from("/run/kfd-preemptd/stats.json"),
+            log_format: LogFormat::Text,
+            fifo_priority: 0,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// `scan_interval_ms` as a duration.
+    pub fn scan_interval(&self) -> Duration {
+        Duration::from_millis(self.scan_interval_ms.into())
+    }
+    /// `sample_period_us` as a duration.
+    pub fn sample_period(&self) -> Duration {
+        Duration::from_micros(self.sample_period_us.into())
+    }
+    /// `idle_hysteresis_us` as a duration.
+    pub fn idle_hysteresis(&self) -> Duration {
+        Duration::from_micros(self.idle_hysteresis_us.into())
+    }
+    /// `lease_ms` as a duration.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.into())
+    }
+    /// `min_share_period_ms` as a duration.
+    pub fn min_share_period(&self) -> Duration {
+        Duration::from_millis(self.min_share_period_ms.into())
+    }
+    /// `min_share_budget_ms` as a duration.
+    pub fn min_share_budget(&self) -> Duration {
+        Duration::from_millis(self.min_share_budget_ms.into())
+    }
+}
+
+/// One `[[class]]` rule. Every selector given must match; at least one
+/// must be given.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassRule {
+    /// Unique name, used in logs and statistics.
+    pub name: String,
+    /// What matching processes are.
+    pub priority: Priority,
+    /// Real user id (the first field of `Uid:` in `/proc/PID/status`).
+    pub uid: Option<u32>,
+    /// `/proc/PID/comm`, exactly (at most 15 bytes).
+    pub comm: Option<String>,
+    /// The target of `/proc/PID/exe`, exactly (an absolute path).
+    pub exe: Option<PathBuf>,
+    /// A cgroup v2 path prefix, matched at `/` boundaries against the
+    /// `0::` line of `/proc/PID/cgroup`.
+    pub cgroup: Option<String>,
+    /// Opt-in: the process's initial environment has
+    /// `KFD_PREEMPT_CLASS=<this value>`.
+    pub env: Option<String>,
+}
+
+impl ClassRule {
+    fn has_selector(&self) -> bool {
+        self.uid.is_some()
+            || self.comm.is_some()
+            || self.exe.is_some()
+            || self.cgroup.is_some()
+            || self.env.is_some()
+    }
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[daemon]`.
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    /// The `[[class]]` rules, in file order: the first match wins.
+    #[serde(default, rename = "class")]
+    pub classes: Vec<ClassRule>,
+}
+
+/// Why a configuration was refused. The message names the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's message.
+        message: String,
+    },
+    /// Not valid TOML, or a key, type or value the schema does not have
+    /// (the parser's message names the key and its line).
+    Syntax(String),
+    /// A value out of range or an inconsistent rule.
+    Invalid {
+        /// The key, as `daemon.lease_ms` or `class[2].comm`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read { path, message } => {
+                write!(f, "cannot read {}: {message}", path.display())
+            }
+            ConfigError::Syntax(m) => f.write_str(m.trim_end()),
+            ConfigError::Invalid { key, message } => write!(f, "{key}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates a configuration text.
+    ///
+    /// ```
+    /// use kfd_preemptd::config::Config;
+    /// let e = Config::parse("[daemon]\nlease_ms = 0\n").unwrap_err();
+    /// assert!(e.to_string().starts_with("daemon.lease_ms:"));
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks ranges and rules: everything `parse` checks beyond the schema.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let d = &self.daemon;
+        if d.device.as_os_str().is_empty() {
+            return Err(invalid("daemon.device", "must not be empty"));
+        }
+        if d.scan_interval_ms == 0 {
+            return Err(invalid("daemon.scan_interval_ms", "must be at least 1"));
+        }
+        if d.fifo_priority > 99 {
+            return Err(invalid(
+                "daemon.fifo_priority",
+                format!(
+                    "{} is not a SCHED_FIFO priority (1 to 99, or 0)",
+                    d.fifo_priority
+                ),
+            ));
+        }
+        if d.sample_period_us < MIN_SAMPLE_PERIOD_US {
+            return Err(invalid(
+                "daemon.sample_period_us",
+                format!(
+                    "{} is below the least period of {MIN_SAMPLE_PERIOD_US} µs",
+                    d.sample_period_us
+                ),
+            ));
+        }
+        if d.sample_period_us > MAX_SAMPLE_PERIOD_US {
+            return Err(invalid(
+                "daemon.sample_period_us",
+                format!(
+                    "{} is above the module's limit of {MAX_SAMPLE_PERIOD_US} µs",
+                    d.sample_period_us
+                ),
+            ));
+        }
+        if d.idle_hysteresis_us == 0 {
+            // Zero would resume best-effort work between two kernels of
+            // one latency-critical request.
+            return Err(invalid(
+                "daemon.idle_hysteresis_us",
+                "must be at least 1 (a few sample periods is typical)",
+            ));
+        }
+        if d.idle_hysteresis_us > MAX_IDLE_US {
+            return Err(invalid(
+                "daemon.idle_hysteresis_us",
+                format!("is above the module's limit of {MAX_IDLE_US} µs"),
+            ));
+        }
+        if d.lease_ms == 0 {
+            // Without a lease a stalled daemon could hold best-effort
+            // queues off indefinitely; closing the device is the only other
+            // safety net.
+            return Err(invalid("daemon.lease_ms", "must be at least 1"));
+        }
+        if d.lease_ms > MAX_LEASE_MS {
+            return Err(invalid(
+                "daemon.lease_ms",
+                format!("is above the module's limit of {MAX_LEASE_MS} ms (one day)"),
+            ));
+        }
+        if d.min_share_period_ms == 0 {
+            return Err(invalid("daemon.min_share_period_ms", "must be at least 1"));
+        }
+        if d.min_share_budget_ms >= d.min_share_period_ms {
+            return Err(invalid(
+                "daemon.min_share_budget_ms",
+                format!(
+                    "{} must be less than daemon.min_share_period_ms ({}); 0 turns the guarantee off",
+                    d.min_share_budget_ms, d.min_share_period_ms
+                ),
+            ));
+        }
+        let mut names = HashSet::new();
+        for (i, rule) in self.classes.iter().enumerate() {
+            let key = |field: &str| format!("class[{i}].{field}");
+            if rule.name.is_empty() {
+                return Err(invalid(key("name"), "must not be empty"));
+            }
+            if !names.insert(rule.name.as_str()) {
+                return Err(invalid(
+                    key("name"),
+                    format!("duplicate class name {:?}", rule.name),
+                ));
+            }
+            if !rule.has_selector() {
+                return Err(invalid(
+                    format!("class[{i}] ({:?})", rule.name),
+                    "has no selector: give at least one of uid, comm, exe, cgroup, env",
+                ));
+            }
+            if let Some(comm) = &rule.comm {
+                if comm.is_empty() || comm.len() > MAX_COMM_LEN {
+                    return Err(invalid(
+                        key("comm"),
+                        format!(
+                            "{comm:?} can never match: /proc/PID/comm holds 1 to {MAX_COMM_LEN} bytes"
+                        ),
+                    ));
+                }
+            }
+            if let Some(exe) = &rule.exe {
+                if !exe.is_absolute() {
+                    return Err(invalid(
+                        key("exe"),
+                        format!("{} must be an absolute path", exe.display()),
+                    ));
+                }
+            }
+            if let Some(cg) = &rule.cgroup {
+                if !cg.starts_with('/') {
+                    return Err(invalid(
+                        key("cgroup"),
+                        format!("{cg:?} must start with '/' (a path in the cgroup v2 hierarchy)"),
+                    ));
+                }
+            }
+            if let Some(env) = &rule.env {
+                if env.is_empty() || env.contains('\0') {
+                    return Err(invalid(key("env"), "must be a non-empty value without NUL"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether some rule needs `/proc/PID/exe`.
+    pub fn uses_exe(&self) -> bool {
+        self.classes.iter().any(|r| r.exe.is_some())
+    }
+
+    /// Whether some rule needs `/proc/PID/environ`, which is read only then.
+    pub fn uses_env(&self) -> bool {
+        self.classes.iter().any(|r| r.env.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(text).unwrap_err().to_string()
+    }
+
+    const RULE: &str = "[[class]]\nname = \"a\"\npriority = \"best-effort\"\nuid = 1000\n";
+
+    #[test]
+    fn empty_file_gives_the_documented_defaults() {
+        let c = Config::parse("").unwrap();
+        let d = &c.daemon;
+        assert_eq!(d.device, Path::new("/dev/kfd_preempt"));
+        assert_eq!(d.tenants, Tenants::Kfd);
+        assert_eq!(
+            (
+                d.scan_interval_ms,
+                d.sample_period_us,
+                d.idle_hysteresis_us,
+                d.lease_ms
+            ),
+            (200, 50, 1000, 200)
+        );
+        assert_eq!((d.min_share_period_ms, d.min_share_budget_ms), (1000, 100));
+        assert_eq!(d.stats_path, Path::new("/run/kfd-preemptd/stats.json"));
+        assert_eq!(d.log_format, LogFormat::Text);
+        assert!(c.classes.is_empty());
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let c = Config::parse(
+            r#"
+            [daemon]
+            device = "/dev/other"
+            tenants = "both"
+            scan_interval_ms = 50
+            sample_period_us = 20
+            idle_hysteresis_us = 500
+            lease_ms = 80
+            min_share_period_ms = 500
+            min_share_budget_ms = 0
+            stats_path = "/tmp/s.json"
+            log_format = "json"
+
+            [[class]]
+            name = "inference"
+            priority = "latency-critical"
+            cgroup = "/system.slice/inference.service"
+            uid = 0
+            comm = "server"
+            exe = "/usr/bin/server"
+
+            [[class]]
+            name = "training"
+            priority = "best-effort"
+            env = "training"
+
+            [[class]]
+            name = "rest"
+            priority = "ignore"
+            uid = 1000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.daemon.tenants, Tenants::Both);
+        assert_eq!(c.daemon.log_format, LogFormat::Json);
+        assert_eq!(c.daemon.lease(), Duration::from_millis(80));
+        assert_eq!(c.classes.len(), 3);
+        assert_eq!(c.classes[0].priority, Priority::LatencyCritical);
+        assert_eq!(c.classes[1].env.as_deref(), Some("training"));
+        assert_eq!(c.classes[2].priority, Priority::Ignore);
+        assert!(c.uses_env() && c.uses_exe());
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = err("[daemon]\nlease = 5\n");
+        assert!(e.contains("unknown field `lease`"), "{e}");
+        let e = err(&format!("{RULE}colour = \"red\"\n"));
+        assert!(e.contains("unknown field `colour`"), "{e}");
+        let e = err("[deamon]\n");
+        assert!(e.contains("unknown field `deamon`"), "{e}");
+    }
+
+    #[test]
+    fn bad_enum_values_are_named() {
+        let e = err("[[class]]\nname = \"a\"\npriority = \"urgent\"\nuid = 1\n");
+        assert!(e.contains("urgent") && e.contains("priority"), "{e}");
+        let e = err("[daemon]\ntenants = \"gpu\"\n");
+        assert!(e.contains("gpu") && e.contains("tenants"), "{e}");
+        let e = err("[daemon]\nlog_format = \"xml\"\n");
+        assert!(e.contains("xml") && e.contains("log_format"), "{e}");
+    }
+
+    #[test]
+    fn a_rule_without_selector_is_refused() {
+        let e = err("[[class]]\nname = \"lonely\"\npriority = \"best-effort\"\n");
+        assert!(e.starts_with("class[0] (\"lonely\")"), "{e}");
+        assert!(e.contains("no selector"), "{e}");
+    }
+
+    #[test]
+    fn zero_hysteresis_is_refused() {
+        let e = err("[daemon]\nidle_hysteresis_us = 0\n");
+        assert!(e.starts_with("daemon.idle_hysteresis_us:"), "{e}");
+    }
+
+    #[test]
+    fn budget_not_below_period_is_refused() {
+        let e = err("[daemon]\nmin_share_period_ms = 100\nmin_share_budget_ms = 100\n");
+        assert!(e.starts_with("daemon.min_share_budget_ms:"), "{e}");
+        let e = err("[daemon]\nmin_share_budget_ms = 5000\n");
+        assert!(e.starts_with("daemon.min_share_budget_ms:"), "{e}");
+        assert!(Config::parse("[daemon]\nmin_share_budget_ms = 999\n").is_ok());
+    }
+
+    #[test]
+    fn fifo_priority_is_a_sched_fifo_priority() {
+        let e = err("[daemon]\nfifo_priority = 100\n");
+        assert!(e.starts_with("daemon.fifo_priority:"), "{e}");
+        assert!(Config::parse("[daemon]\nfifo_priority = 99\n").is_ok());
+        assert!(Config::parse("[daemon]\nfifo_priority = 0\n").is_ok());
+    }
+
+    #[test]
+    fn zero_lease_is_refused() {
+        let e = err("[daemon]\nlease_ms = 0\n");
+        assert!(e.starts_with("daemon.lease_ms:"), "{e}");
+    }
+
+    #[test]
+    fn too_short_a_period_is_refused() {
+        let e = err("[daemon]\nsample_period_us = 9\n");
+        assert!(e.starts_with("daemon.sample_period_us:"), "{e}");
+        assert!(Config::parse("[daemon]\nsample_period_us = 10\n").is_ok());
+        let e = err("[daemon]\nsample_period_us = 2000000\n");
+        assert!(e.starts_with("daemon.sample_period_us:"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_class_names_are_refused() {
+        let e = err(&format!("{RULE}{RULE}"));
+        assert!(e.starts_with("class[1].name:"), "{e}");
+        assert!(e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn other_ranges_are_checked() {
+        assert!(err("[daemon]\nscan_interval_ms = 0\n").starts_with("daemon.scan_interval_ms:"));
+        assert!(err("[daemon]\nlease_ms = 86400001\n").starts_with("daemon.lease_ms:"));
+        assert!(err("[daemon]\nidle_hysteresis_us = 10000001\n")
+            .starts_with("daemon.idle_hysteresis_us:"));
+        assert!(
+            err("[daemon]\nmin_share_period_ms = 0\nmin_share_budget_ms = 0\n")
+                .starts_with("daemon.min_share_period_ms:")
+        );
+        assert!(err("[daemon]\nlease_ms = -1\n").contains("lease_ms"));
+        let rule = |sel: &str| format!("[[class]]\nname = \"x\"\npriority = \"ignore\"\n{sel}\n");
+        assert!(err(&rule("comm = \"a-very-long-command-name\"")).starts_with("class[0].comm:"));
+        assert!(err(&rule("exe = \"bin/server\"")).starts_with("class[0].exe:"));
+        assert!(err(&rule("cgroup = \"system.slice\"")).starts_with("class[0].cgroup:"));
+        assert!(err(&rule("env = \"\"")).starts_with("class[0].env:"));
+    }
+
+    #[test]
+    fn load_names_a_missing_file() {
+        let e = Config::load(Path::new("/nonexistent/kfd-preemptd.toml")).unwrap_err();
+        assert!(
+            e.to_string().contains("/nonexistent/kfd-preemptd.toml"),
+            "{e}"
+        );
+    }
+}

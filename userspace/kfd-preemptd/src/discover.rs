@@ -1,0 +1,598 @@
+//! Finding tenant processes and sorting them into classes.
+//!
+//! Every scan lists the processes with a KFD device open
+//! ([`kfd_preempt::kfd_processes`]), reads what the class selectors need
+//! from `/proc/PID` for pids not seen before, and reports which appeared
+//! and which left. A process can exit at any point of this: whatever was
+//! being read about it is then dropped, not an error.
+
+use std::{
+    collections::HashMap,
+    fs, io,
+    path::{Path, PathBuf},
+};
+
+use kfd_preempt::TargetKind;
+
+use crate::config::{ClassRule, Config, Priority, Tenants, CLASS_ENV};
+
+/// What the class selectors look at, read from `/proc/PID`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcInfo {
+    /// The pid.
+    pub pid: i32,
+    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22):
+    /// with the pid, it tells a reused pid from the process seen before.
+    pub start_time: u64,
+    /// Real uid (`Uid:` in `/proc/PID/status`).
+    pub uid: Option<u32>,
+    /// `/proc/PID/comm`, without the newline.
+    pub comm: String,
+    /// `/proc/PID/exe`, if read and readable.
+    pub exe: Option<PathBuf>,
+    /// The cgroup v2 path (the `0::` line of `/proc/PID/cgroup`).
+    pub cgroup: Option<String>,
+    /// The value of `KFD_PREEMPT_CLASS` in `/proc/PID/environ`, if read,
+    /// readable and set.
+    pub env_class: Option<String>,
+}
+
+/// Whether an error reading `/proc/PID/...` means the process is gone.
+fn is_gone(e: &io::Error) -> bool {
+    // ENOENT: the directory went away; ESRCH: the task is exiting (reads
+    // of some files of a zombie fail so).
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(3)
+}
+
+/// Reads an optional file: `Ok(None)` if unreadable for a reason other
+/// than the process being gone (permissions, a kernel thread's `exe`).
+fn optional<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if is_gone(&e) => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Field 22 of `/proc/PID/stat`. `comm` (field 2) may hold spaces and
+/// parentheses, so the fields are counted from the last `)`.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After ")": field 3 (state) is the first; field 22 the 20th.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The real uid from `/proc/PID/status`.
+pub fn parse_uid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The cgroup v2 path from `/proc/PID/cgroup`: the `0::` line.
+pub fn parse_cgroup(cgroup: &str) -> Option<String> {
+    cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+/// The value of `KFD_PREEMPT_CLASS` in a NUL-separated environment.
+pub fn parse_env_class(environ: &[u8]) -> Option<String> {
+    let key = format!("{CLASS_ENV}=");
+    environ
+        .split(|b| *b == 0)
+        .find_map(|var| var.strip_prefix(key.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// Reads what the selectors need about `pid` under `proc_root` (normally
+/// `/proc`). `exe` and `environ` are read only if asked for: they need
+/// ptrace access. `Ok(None)`: the process is gone.
+pub fn read_proc(
+    proc_root: &Path,
+    pid: i32,
+    want_exe: bool,
+    want_env: bool,
+) -> io::Result<Option<ProcInfo>> {
+    match read_proc_inner(proc_root, pid, want_exe, want_env) {
+        Ok(info) => Ok(Some(info)),
+        Err(e) if is_gone(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn read_proc_inner(
+    proc_root: &Path,
+    pid: i32,
+    want_exe: bool,
+    want_env: bool,
+) -> io::Result<ProcInfo> {
+    let dir = proc_root.join(pid.to_string());
+    let stat = fs::read_to_string(dir.join("stat"))?;
+    let start_time = parse_start_time(&stat).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}/stat", dir.display()),
+        )
+    })?;
+    let status = fs::read_to_string(dir.join("status"))?;
+    let comm = fs::read_to_string(dir.join("comm"))?;
+    // A kernel without CONFIG_CGROUPS has no /proc/PID/cgroup at all, so
+    // NotFound here does not mean the process is gone (stat said it is not).
+    let cgroup = fs::read_to_string(dir.join("cgroup")).ok();
+    let exe = if want_exe {
+        optional(fs::read_link(dir.join("exe")))?
+    } else {
+        None
+    };
+    let env_class = if want_env {
+        optional(fs::read(dir.join("environ")))?.and_then(|e| parse_env_class(&e))
+    } else {
+        None
+    };
+    Ok(ProcInfo {
+        pid,
+        start_time,
+        uid: parse_uid(&status),
+        comm: comm.trim_end_matches('\n').to_owned(),
+        exe,
+        cgroup: cgroup.as_deref().and_then(parse_cgroup),
+        env_class,
+    })
+}
+
+/// Whether the cgroup path `path` is `prefix` or lies below it. The match
+/// is made at `/` boundaries, so `/a/b` does not match `/a/bc`.
+///
+/// ```
+/// use kfd_preemptd::discover::cgroup_matches;
+/// assert!(cgroup_matches("/system.slice", "/system.slice/x.service"));
+/// assert!(!cgroup_matches("/system.slice/x", "/system.slice/x.service"));
+/// assert!(cgroup_matches("/", "/user.slice"));
+/// ```
+pub fn cgroup_matches(prefix: &str, path: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Whether every selector of `rule` matches `info`.
+pub fn rule_matches(rule: &ClassRule, info: &ProcInfo) -> bool {
+    rule.uid.is_none_or(|u| info.uid == Some(u))
+        && rule.comm.as_ref().is_none_or(|c| *c == info.comm)
+        && rule
+            .exe
+            .as_ref()
+            .is_none_or(|e| info.exe.as_ref() == Some(e))
+        && rule
+            .cgroup
+            .as_ref()
+            .is_none_or(|c| info.cgroup.as_deref().is_some_and(|p| cgroup_matches(c, p)))
+        && rule
+            .env
+            .as_ref()
+            .is_none_or(|v| info.env_class.as_ref() == Some(v))
+}
+
+/// The first rule of `cfg` that matches `info`.
+pub fn classify<'c>(cfg: &'c Config, info: &ProcInfo) -> Option<&'c ClassRule> {
+    cfg.classes.iter().find(|r| rule_matches(r, info))
+}
+
+/// Whether a descriptor kind is one the configuration looks for.
+pub fn wanted_kind(tenants: Tenants, kind: TargetKind) -> bool {
+    matches!(
+        (tenants, kind),
+        (Tenants::Both, _) | (Tenants::Kfd, TargetKind::KfdFd) | (Tenants::Sim, TargetKind::SimFd)
+    )
+}
+
+/// A process seen for the first time by a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// What `/proc` said about it.
+    pub info: ProcInfo,
+    /// Its KFD descriptor kind.
+    pub kind: TargetKind,
+    /// The matching rule's name, if any.
+    pub class: Option<String>,
+    /// The matching rule's priority; `Ignore` if none matched.
+    pub priority: Priority,
+}
+
+/// What a scan found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScanResult {
+    /// Processes seen for the first time (ignored ones included).
+    pub added: Vec<Candidate>,
+    /// Pids seen before that are gone (or reused by another process, which
+    /// is then also in `added`).
+    pub gone: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    start_time: u64,
+}
+
+/// Remembers the processes seen so far, so that each is read and
+/// classified once.
+#[derive(Debug)]
+pub struct Discovery {
+    proc_root: PathBuf,
+    known: HashMap<i32, Known>,
+}
+
+impl Default for Discovery {
+    fn default() -> Self {
+        Self::new(PathBuf::from("/proc"))
+    }
+}
+
+impl Discovery {
+    /// A discovery over `proc_root` (`/proc`, or a fake one in tests).
+    pub fn new(proc_root: PathBuf) -> Self {
+        Discovery {
+            proc_root,
+            known: HashMap::new(),
+        }
+    }
+
+    /// Lists the KFD processes now and compares with the last scan.
+    pub fn scan(&mut self, cfg: &Config) -> Result<ScanResult, kfd_preempt::Error> {
+        let listed = kfd_preempt::kfd_processes()?;
+        Ok(self.scan_listed(cfg, &listed))
+    }
+
+    /// Forgets `pid`, so that the next scan that lists it reads and
+    /// classifies it again.
+    pub fn forget(&mut self, pid: i32) {
+        self.known.remove(&pid);
+    }
+
+    /// [`scan`](Self::scan) over a given list of `(pid, kind)`.
+    pub fn scan_listed(&mut self, cfg: &Config, listed: &[(i32, TargetKind)]) -> ScanResult {
+        let want_exe = cfg.uses_exe();
+        let want_env = cfg.uses_env();
+        let mut result = ScanResult::default();
+        let mut seen = HashMap::new();
+        for &(pid, kind) in listed {
+            if !wanted_kind(cfg.daemon.tenants, kind) {
+                continue;
+            }
+            let known = self.known.get(&pid).copied();
+            // Known pids are checked for reuse with stat alone.
+            if let Some(k) = known {
+                let stat = fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
+                match stat.ok().as_deref().and_then(parse_start_time) {
+                    Some(t) if t == k.start_time => {
+                        seen.insert(pid, k);
+                        continue;
+                    }
+                    // Gone since it was listed: reported gone below.
+                    None => continue,
+                    // A new process under an old pid.
+                    Some(_) => result.gone.push(pid),
+                }
+            }
+            // Unreadable for another reason than exiting (a /proc mounted
+            // with hidepid, say): skipped now, tried again next scan.
+            let Ok(Some(info)) = read_proc(&self.proc_root, pid, want_exe, want_env) else {
+                continue;
+            };
+            let rule = classify(cfg, &info);
+            seen.insert(
+                pid,
+                Known {
+                    start_time: info.start_time,
+                },
+            );
+            result.added.push(Candidate {
+                class: rule.map(|r| r.name.clone()),
+                priority: rule.map_or(Priority::Ignore, |r| r.priority),
+                info,
+                kind,
+            });
+        }
+        for pid in self.known.keys() {
+            if !seen.contains_key(pid) && !result.gone.contains(pid) {
+                result.gone.push(*pid);
+            }
+        }
+        result.gone.sort_unstable();
+        self.known = seen;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::FakeProc;
+
+    fn cfg(rules: &str) -> Config {
+        Config::parse(rules).unwrap()
+    }
+
+    fn class_of(c: &Config, info: &ProcInfo) -> Option<String> {
+        classify(c, info).map(|r| r.name.clone())
+    }
+
+    #[test]
+    fn parsers_read_real_formats() {
+        let stat =
+            "42 (a (weird) name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert_eq!(parse_start_time("42 (x) S 1"), None);
+        assert_eq!(parse_uid("Name:\tx\nUid:\t1000\t0\t0\t0\n"), Some(1000));
+        assert_eq!(parse_uid("Name:\tx\n"), None);
+        assert_eq!(
+            parse_cgroup("1:name=systemd:/x\n0::/system.slice/a.service\n").as_deref(),
+            Some("/system.slice/a.service")
+        );
+        assert_eq!(
+            parse_env_class(b"PATH=/bin\0KFD_PREEMPT_CLASS=training\0HOME=/\0").as_deref(),
+            Some("training")
+        );
+        assert_eq!(parse_env_class(b"XKFD_PREEMPT_CLASS=no\0"), None);
+    }
+
+    #[test]
+    fn this_process_can_be_read() {
+        let pid = std::process::id() as i32;
+        let info = read_proc(Path::new("/proc"), pid, true, true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(info.pid, pid);
+        assert!(info.start_time > 0);
+        assert!(info.uid.is_some());
+        assert!(!info.comm.is_empty());
+        assert!(info.exe.is_some());
+        assert_eq!(
+            read_proc(Path::new("/proc"), i32::MAX, true, true).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn each_selector_kind_matches_and_mismatches() {
+        let p = FakeProc::new("selectors");
+        p.add(
+            10,
+            1,
+            1000,
+            "server",
+            "/usr/bin/server",
+            "/system.slice/inference.service",
+            &["KFD_PREEMPT_CLASS=gold"],
+        );
+        let info = p.info(10);
+        let rule = |sel: &str| {
+            cfg(&format!(
+                "[[class]]\nname = \"r\"\npriority = \"best-effort\"\n{sel}\n"
+            ))
+        };
+        let cases = [
+            ("uid = 1000", true),
+            ("uid = 1001", false),
+            ("comm = \"server\"", true),
+            ("comm = \"serve\"", false),
+            ("exe = \"/usr/bin/server\"", true),
+            ("exe = \"/usr/bin/serverx\"", false),
+            ("cgroup = \"/system.slice\"", true),
+            ("cgroup = \"/system.slice/inference.service\"", true),
+            ("cgroup = \"/system.slice/inference\"", false),
+            ("cgroup = \"/user.slice\"", false),
+            ("env = \"gold\"", true),
+            ("env = \"silver\"", false),
+            // All selectors of a rule must match.
+            ("uid = 1000\ncomm = \"server\"", true),
+            ("uid = 1000\ncomm = \"other\"", false),
+        ];
+        for (sel, expect) in cases {
+            assert_eq!(
+                class_of(&rule(sel), &info).is_some(),
+                expect,
+                "selector {sel:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let p = FakeProc::new("first");
+        p.add(
+            10,
+            1,
+            1000,
+            "trainer",
+            "/usr/bin/python3",
+            "/user.slice",
+            &[],
+        );
+        let c = cfg(r#"
+            [[class]]
+            name = "quiet"
+            priority = "ignore"
+            comm = "trainer"
+            [[class]]
+            name = "users"
+            priority = "best-effort"
+            uid = 1000
+        "#);
+        assert_eq!(
+            classify(&c, &p.info(10)).unwrap().priority,
+            Priority::Ignore
+        );
+        let reversed = cfg(r#"
+            [[class]]
+            name = "users"
+            priority = "best-effort"
+            uid = 1000
+            [[class]]
+            name = "quiet"
+            priority = "ignore"
+            comm = "trainer"
+        "#);
+        assert_eq!(class_of(&reversed, &p.info(10)).as_deref(), Some("users"));
+    }
+
+    #[test]
+    fn a_kernel_without_cgroups_still_classifies() {
+        // No CONFIG_CGROUPS: /proc/PID/cgroup does not exist at all.
+        let p = FakeProc::new("nocgroup");
+        p.add(
+            12,
+            1,
+            0,
+            "trainer",
+            "/usr/bin/t",
+            "/",
+            &["KFD_PREEMPT_CLASS=be"],
+        );
+        fs::remove_file(p.root.join("12/cgroup")).unwrap();
+        let info = read_proc(&p.root, 12, false, true).unwrap().unwrap();
+        assert_eq!(info.cgroup, None);
+        assert_eq!(info.env_class.as_deref(), Some("be"));
+    }
+
+    #[test]
+    fn env_is_opt_in_and_read_only_when_a_rule_uses_it() {
+        let p = FakeProc::new("env");
+        p.add(
+            10,
+            1,
+            1000,
+            "a",
+            "/bin/a",
+            "/",
+            &["KFD_PREEMPT_CLASS=training"],
+        );
+        p.add(11, 1, 1000, "b", "/bin/b", "/", &["OTHER=training"]);
+        p.add(
+            12,
+            1,
+            1000,
+            "c",
+            "/bin/c",
+            "/",
+            &["KFD_PREEMPT_CLASS=inference"],
+        );
+        let c = cfg("[[class]]\nname = \"t\"\npriority = \"best-effort\"\nenv = \"training\"\n");
+        assert_eq!(class_of(&c, &p.info(10)).as_deref(), Some("t"));
+        assert_eq!(class_of(&c, &p.info(11)), None);
+        assert_eq!(class_of(&c, &p.info(12)), None);
+        // Without an env rule the environment is not read at all.
+        let info = read_proc(&p.root, 10, false, false).unwrap().unwrap();
+        assert_eq!((info.env_class, info.exe), (None, None));
+    }
+
+    #[test]
+    fn cgroup_prefix_is_matched_at_path_boundaries() {
+        assert!(cgroup_matches("/kubepods.slice", "/kubepods.slice"));
+        assert!(cgroup_matches("/kubepods.slice/", "/kubepods.slice/pod1/c"));
+        assert!(cgroup_matches(
+            "/kubepods.slice/kubepods-burstable.slice",
+            "/kubepods.slice/kubepods-burstable.slice/pod1.slice/cri.scope"
+        ));
+        assert!(!cgroup_matches(
+            "/kubepods.slice/kubepods",
+            "/kubepods.slice/kubepods-burstable.slice"
+        ));
+        assert!(!cgroup_matches("/a", "/b/a"));
+        let p = FakeProc::new("cgroup");
+        p.add(10, 1, 0, "a", "/bin/a", "/system.slice/infer.service", &[]);
+        let c = cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\ncgroup = \"/system.slice/infer.service\"\n");
+        assert_eq!(class_of(&c, &p.info(10)).as_deref(), Some("i"));
+    }
+
+    #[test]
+    fn processes_matching_nothing_are_ignored() {
+        let p = FakeProc::new("nothing");
+        p.add(10, 1, 1000, "a", "/bin/a", "/", &[]);
+        let c = cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n");
+        let mut d = Discovery::new(p.root.clone());
+        let r = d.scan_listed(&c, &[(10, TargetKind::KfdFd)]);
+        assert_eq!(r.added.len(), 1);
+        assert_eq!(r.added[0].priority, Priority::Ignore);
+        assert_eq!(r.added[0].class, None);
+    }
+
+    #[test]
+    fn scans_report_new_gone_and_reused_pids_once() {
+        let p = FakeProc::new("scan");
+        p.add(10, 100, 0, "lc", "/bin/lc", "/", &[]);
+        p.add(20, 200, 1000, "be", "/bin/be", "/", &[]);
+        let c = cfg(r#"
+            [[class]]
+            name = "lc"
+            priority = "latency-critical"
+            uid = 0
+            [[class]]
+            name = "be"
+            priority = "best-effort"
+            uid = 1000
+        "#);
+        let mut d = Discovery::new(p.root.clone());
+        let list = [(10, TargetKind::KfdFd), (20, TargetKind::KfdFd)];
+        let r = d.scan_listed(&c, &list);
+        let added: Vec<_> = r.added.iter().map(|a| (a.info.pid, a.priority)).collect();
+        assert_eq!(
+            added,
+            [(10, Priority::LatencyCritical), (20, Priority::BestEffort)]
+        );
+        assert!(r.gone.is_empty());
+        // Nothing new on the second scan.
+        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+        // 20 exits but is still listed (raced): gone, not an error.
+        p.remove(20);
+        let r = d.scan_listed(&c, &list);
+        assert_eq!((r.added.len(), r.gone.as_slice()), (0, &[20][..]));
+        // 10 is reused by another process: gone and added.
+        p.add(10, 999, 1000, "be", "/bin/be", "/", &[]);
+        let r = d.scan_listed(&c, &[(10, TargetKind::KfdFd)]);
+        assert_eq!(r.gone, [10]);
+        assert_eq!(r.added[0].info.start_time, 999);
+        assert_eq!(r.added[0].priority, Priority::BestEffort);
+        // 10 closes its KFD file: no longer listed, gone.
+        let r = d.scan_listed(&c, &[]);
+        assert_eq!(r.gone, [10]);
+    }
+
+    #[test]
+    fn a_process_that_vanished_before_it_was_read_is_skipped() {
+        let p = FakeProc::new("vanish");
+        let c = cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n");
+        let mut d = Discovery::new(p.root.clone());
+        let r = d.scan_listed(&c, &[(77, TargetKind::KfdFd)]);
+        assert_eq!(r, ScanResult::default());
+    }
+
+    #[test]
+    fn tenant_kinds_filter_the_list() {
+        let p = FakeProc::new("kinds");
+        p.add(10, 1, 0, "k", "/bin/k", "/", &[]);
+        p.add(11, 1, 0, "s", "/bin/s", "/", &[]);
+        let list = [(10, TargetKind::KfdFd), (11, TargetKind::SimFd)];
+        for (tenants, expect) in [("kfd", vec![10]), ("sim", vec![11]), ("both", vec![10, 11])] {
+            let c = cfg(&format!(
+                "[daemon]\ntenants = \"{tenants}\"\n[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n"
+            ));
+            let mut d = Discovery::new(p.root.clone());
+            let pids: Vec<_> = d
+                .scan_listed(&c, &list)
+                .added
+                .iter()
+                .map(|a| a.info.pid)
+                .collect();
+            assert_eq!(pids, expect, "tenants = {tenants}");
+        }
+    }
+}

@@ -1,0 +1,1333 @@
+//! The decision core: a pure state machine with no I/O and no clock of its
+//! own. The daemon feeds it [`Event`]s stamped with `CLOCK_MONOTONIC` time
+//! and carries out the [`Action`]s it returns; tests drive it with a fake
+//! clock.
+//!
+//! The rules:
+//!
+//! * The latency-critical (LC) queues of every LC tenant are one watched
+//!   set: the module's ARM conditions cover all watched queues of the
+//!   daemon's file, so LC is busy when any of them is, idle when all are.
+//! * While LC is idle the module is armed `ANY_BUSY`. On [`Event::LcBusy`]
+//!   every best-effort (BE) queue is preempted in one batch (with a lease)
+//!   and the module is armed `ALL_IDLE` for the idle hysteresis; BE is
+//!   resumed only on [`Event::LcIdle`], so short gaps in LC work are the
+//!   kernel's to filter, not ours.
+//! * Minimum share: within each `min_share_period`, BE must run for at
+//!   least `min_share_budget`. If BE has been held so long that the rest
+//!   of the period is just its missing budget, it is resumed (a *forced*
+//!   resume) even though LC is busy, and preempted again when the period
+//!   ends. A preemption that would have to be undone at once is not made.
+//! * While held, the lease is renewed at half its length, so a daemon that
+//!   stalls leaves nothing off for longer than one lease.
+//! * When the last LC queue goes away, BE is resumed and the module
+//!   disarmed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use kfd_preemptd::policy::{Action, Class, Event, Policy, PolicyConfig};
+//!
+//! let ms = Duration::from_millis;
+//! let mut p = Policy::new(PolicyConfig::default(), ms(0));
+//! p.handle(ms(0), Event::TenantAdded { pid: 10, class: Class::LatencyCritical });
+//! p.handle(ms(0), Event::TenantQueues { pid: 10, queues: 1 });
+//! p.handle(ms(0), Event::TenantAdded { pid: 20, class: Class::BestEffort });
+//! p.handle(ms(0), Event::TenantQueues { pid: 20, queues: 4 });
+//! let actions = p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+//! assert!(matches!(actions[0], Action::PreemptBe { .. }));
+//! assert!(p.is_held());
+//! ```
+
+use std::{collections::BTreeMap, fmt, time::Duration};
+
+use serde::Serialize;
+
+use crate::config::DaemonConfig;
+
+/// The tunables the policy needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// Lease of each preemption; renewed at half of it while held.
+    pub lease: Duration,
+    /// The module's sampling period while armed.
+    pub sample_period: Duration,
+    /// How long LC must be idle before BE is resumed (`ALL_IDLE`).
+    pub idle_hysteresis: Duration,
+    /// The minimum-share window.
+    pub min_share_period: Duration,
+    /// BE's guaranteed run time per window; zero: no guarantee.
+    pub min_share_budget: Duration,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::from(&DaemonConfig::default())
+    }
+}
+
+impl From<&DaemonConfig> for PolicyConfig {
+    fn from(d: &DaemonConfig) -> Self {
+        PolicyConfig {
+            lease: d.lease(),
+            sample_period: d.sample_period(),
+            idle_hysteresis: d.idle_hysteresis(),
+            min_share_period: d.min_share_period(),
+            min_share_budget: d.min_share_budget(),
+        }
+    }
+}
+
+/// What a tenant is to the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Its queues are watched.
+    LatencyCritical,
+    /// Its queues are preempted while LC is busy.
+    BestEffort,
+}
+
+/// An input to the policy. Each is handled at a time `now` given with it
+/// to [`Policy::handle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Time passed: deadlines (lease renewal, minimum share, retries) are
+    /// checked. Deliver one at [`Policy::next_deadline`].
+    Tick,
+    /// A tenant was attached.
+    TenantAdded {
+        /// Its pid.
+        pid: i32,
+        /// Its class.
+        class: Class,
+    },
+    /// A tenant's set of queues changed: for LC the queues now watched,
+    /// for BE the compute queues that a preemption would name.
+    TenantQueues {
+        /// Its pid.
+        pid: i32,
+        /// How many there are now.
+        queues: usize,
+    },
+    /// A tenant exited (or was dropped).
+    TenantGone {
+        /// Its pid.
+        pid: i32,
+    },
+    /// `ANY_BUSY` fired and a SAMPLE confirmed LC work.
+    LcBusy {
+        /// The kernel's timestamp of the busy observation
+        /// (`CLOCK_MONOTONIC`), the start of the reaction latency.
+        edge: Duration,
+    },
+    /// `ALL_IDLE` fired: every LC queue has been idle for the hysteresis.
+    LcIdle,
+    /// The preemption asked for by [`Action::PreemptBe`] took effect (for
+    /// at least one queue).
+    PreemptDone {
+        /// Some queues were refused for now (rate limit): retry them (by
+        /// renewing the lease) after this long.
+        retry_after: Option<Duration>,
+    },
+    /// A renewal left some BE queues on the GPU for now (rate limit):
+    /// renew again after this long.
+    RenewRefused {
+        /// When to renew again.
+        retry_after: Duration,
+    },
+    /// The preemption asked for took effect for no queue.
+    PreemptFailed {
+        /// When to try again, if still wanted.
+        retry_after: Duration,
+    },
+}
+
+/// Why BE is preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreemptReason {
+    /// LC became busy.
+    LcBusy,
+    /// A minimum-share window ended (or allowed it again) while LC is busy.
+    MinShare,
+    /// A failed preemption is retried.
+    Retry,
+    /// BE queues appeared while LC is busy.
+    NewQueues,
+}
+
+/// Why BE is resumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResumeReason {
+    /// LC has been idle for the hysteresis.
+    LcIdle,
+    /// BE must run now to get its minimum share (a forced resume).
+    MinShare,
+    /// No LC queue is left.
+    LcGone,
+    /// The daemon is stopping.
+    Shutdown,
+}
+
+/// Why the lease is renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RenewReason {
+    /// Half the lease has passed.
+    Lease,
+    /// BE's queue set changed while held: the new queues are preempted by
+    /// the same call (held ones answer `Already`).
+    NewQueues,
+    /// Some queues were refused by the rate limit.
+    Retry,
+}
+
+macro_rules! reason_names {
+    ($($t:ty { $($v:ident => $s:literal),* $(,)? })*) => {$(
+        impl $t {
+            /// The reason's name, as logs and statistics write it.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$v => $s),* }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    )*};
+}
+
+reason_names! {
+    PreemptReason { LcBusy => "lc-busy", MinShare => "min-share", Retry => "retry", NewQueues => "new-queues" }
+    ResumeReason { LcIdle => "lc-idle", MinShare => "min-share", LcGone => "lc-gone", Shutdown => "shutdown" }
+    RenewReason { Lease => "lease", NewQueues => "new-queues", Retry => "retry" }
+}
+
+/// What the daemon is to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// PREEMPT every BE queue in one batch with this lease, then report
+    /// [`Event::PreemptDone`] or [`Event::PreemptFailed`].
+    PreemptBe {
+        /// The lease.
+        lease: Duration,
+        /// Why.
+        reason: PreemptReason,
+    },
+    /// RESUME every BE queue in one batch.
+    ResumeBe {
+        /// Why.
+        reason: ResumeReason,
+    },
+    /// PREEMPT every BE queue again with this lease: held queues answer
+    /// `Already` and get the new lease; queues not yet held are taken off.
+    RenewLease {
+        /// The lease.
+        lease: Duration,
+        /// Why.
+        reason: RenewReason,
+    },
+    /// ARM `ANY_BUSY` over the watched LC queues.
+    ArmAnyBusy {
+        /// Sampling period.
+        period: Duration,
+    },
+    /// ARM `ALL_IDLE` over the watched LC queues.
+    ArmAllIdle {
+        /// Sampling period.
+        period: Duration,
+        /// The idle hysteresis.
+        idle: Duration,
+    },
+    /// ARM off.
+    Disarm,
+}
+
+/// The policy's view of LC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// No LC queue is watched: nothing armed, BE runs.
+    NoLc,
+    /// LC idle, armed `ANY_BUSY`.
+    LcIdle,
+    /// LC busy, armed `ALL_IDLE`; BE held unless its minimum share runs.
+    LcBusy,
+}
+
+impl Mode {
+    /// The mode's name, as logs and statistics write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::NoLc => "no-lc",
+            Mode::LcIdle => "lc-idle",
+            Mode::LcBusy => "lc-busy",
+        }
+    }
+}
+
+/// Number of reaction-latency buckets: bucket `i` counts latencies in
+/// `[2^i, 2^(i+1))` µs, bucket 0 also 0 µs, the last one everything above.
+pub const LATENCY_BUCKETS: usize = 32;
+
+/// A log2 histogram of reaction latencies in microseconds.
+///
+/// ```
+/// use std::time::Duration;
+/// use kfd_preemptd::policy::Histogram;
+///
+/// let mut h = Histogram::default();
+/// h.record(Duration::from_micros(100)); // 64..128 µs
+/// assert_eq!(h.buckets[6], 1);
+/// assert_eq!((h.count, h.max_us), (1, 100));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Histogram {
+    /// Counts per bucket (see [`LATENCY_BUCKETS`]).
+    pub buckets: [u64; LATENCY_BUCKETS],
+    /// Latencies recorded.
+    pub count: u64,
+    /// Their sum, in µs.
+    pub sum_us: u64,
+    /// The largest, in µs.
+    pub max_us: u64,
+}
+
+impl Histogram {
+    /// Records one latency.
+    pub fn record(&mut self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.buckets[Self::bucket(us)] += 1;
+        self.count += 1;
+        self.sum_us = self.sum_us.saturating_add(us);
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// The bucket a latency of `us` microseconds falls in.
+    ///
+    /// ```
+    /// use kfd_preemptd::policy::Histogram;
+    /// assert_eq!([0, 1, 2, 3, 4].map(Histogram::bucket), [0, 0, 1, 1, 2]);
+    /// ```
+    pub fn bucket(us: u64) -> usize {
+        let log2 = 63 - us.max(1).leading_zeros() as usize;
+        log2.min(LATENCY_BUCKETS - 1)
+    }
+
+    /// The `[low, high)` µs range of bucket `i` (`high` is `None` for the
+    /// last, open one).
+    pub fn bounds(i: usize) -> (u64, Option<u64>) {
+        let low = if i == 0 { 0 } else { 1u64 << i };
+        let high = (i + 1 < LATENCY_BUCKETS).then(|| 1u64 << (i + 1));
+        (low, high)
+    }
+}
+
+/// What the policy has done so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Preemptions of BE that took effect.
+    pub preemptions: u64,
+    /// Preemptions that took effect for no queue.
+    pub preempt_failures: u64,
+    /// Resumes of BE (forced ones included).
+    pub resumes: u64,
+    /// Resumes forced by the minimum share while LC was busy.
+    pub forced_resumes: u64,
+    /// Lease renewals.
+    pub renewals: u64,
+    /// Time BE was held, over closed holds (see [`Policy::held_total`]).
+    pub held_total: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TenantState {
+    class: Class,
+    queues: usize,
+}
+
+/// The policy state machine.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    cfg: PolicyConfig,
+    tenants: BTreeMap<i32, TenantState>,
+    mode: Mode,
+    held: bool,
+    held_since: Duration,
+    renew_at: Duration,
+    /// The next renewal retries queues the rate limit refused.
+    renew_is_retry: bool,
+    /// A failed preemption is retried no sooner than this.
+    retry_at: Option<Duration>,
+    /// The kernel timestamp of the LcBusy edge a pending or held
+    /// preemption reacts to, until its latency is recorded.
+    pending_edge: Option<Duration>,
+    /// A preemption was wanted but the minimum share forbade it.
+    min_share_blocked: bool,
+    period_start: Duration,
+    /// BE held time within the current period, over closed holds.
+    held_in_period: Duration,
+    counters: Counters,
+    latency: Histogram,
+}
+
+impl Policy {
+    /// A policy that holds nothing and watches nothing, whose first
+    /// minimum-share window starts at `now`. A restarted daemon starts
+    /// here: closing the device resumed everything the old one held.
+    pub fn new(cfg: PolicyConfig, now: Duration) -> Self {
+        Policy {
+            cfg,
+            tenants: BTreeMap::new(),
+            mode: Mode::NoLc,
+            held: false,
+            held_since: now,
+            renew_at: now,
+            renew_is_retry: false,
+            retry_at: None,
+            pending_edge: None,
+            min_share_blocked: false,
+            period_start: now,
+            held_in_period: Duration::ZERO,
+            counters: Counters::default(),
+            latency: Histogram::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    /// LC's state as the policy sees it.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether BE is (meant to be) off the GPU.
+    pub fn is_held(&self) -> bool {
+        self.held
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The reaction-latency histogram.
+    pub fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+
+    /// Total time BE has been held, the current hold included.
+    pub fn held_total(&self, now: Duration) -> Duration {
+        let current = if self.held {
+            now.saturating_sub(self.held_since)
+        } else {
+            Duration::ZERO
+        };
+        self.counters.held_total + current
+    }
+
+    /// How long BE has run (not been held) in the current minimum-share
+    /// window up to `now`.
+    pub fn be_run_in_period(&self, now: Duration) -> Duration {
+        let elapsed = now.saturating_sub(self.period_start);
+        elapsed.saturating_sub(self.held_in_period_total(now))
+    }
+
+    /// The class of tenant `pid`, if known.
+    pub fn class_of(&self, pid: i32) -> Option<Class> {
+        self.tenants.get(&pid).map(|t| t.class)
+    }
+
+    /// The earliest time at which an [`Event::Tick`] may lead to an
+    /// action: lease renewal, a forced resume, the end of the window, a
+    /// retry. After an event handled at `now` it is always later than
+    /// `now`, so a loop that sleeps until it never spins.
+    pub fn next_deadline(&self, now: Duration) -> Duration {
+        let mut d = self.period_end();
+        if self.held {
+            d = d.min(self.renew_at);
+            if !self.cfg.min_share_budget.is_zero() {
+                d = d.min(self.forced_resume_at(now));
+            }
+        }
+        if let Some(r) = self.retry_at {
+            d = d.min(r);
+        }
+        d
+    }
+
+    /// Handles one event at time `now` (`CLOCK_MONOTONIC`, never going
+    /// back) and returns what to do, in order. Preemptions and resumes
+    /// come before ARMs, so that a reaction is not delayed by one.
+    pub fn handle(&mut self, now: Duration, event: Event) -> Vec<Action> {
+        self.roll_period(now);
+        let lc_before = self.lc_queues();
+        let mut rearm = false;
+        let mut be_changed = false;
+        match event {
+            Event::Tick => {}
+            Event::TenantAdded { pid, class } => {
+                // A pid seen again under another class is a new tenant.
+                self.tenants.insert(pid, TenantState { class, queues: 0 });
+            }
+            Event::TenantQueues { pid, queues } => {
+                if let Some(t) = self.tenants.get_mut(&pid) {
+                    let grew = queues > t.queues;
+                    t.queues = queues;
+                    match t.class {
+                        Class::LatencyCritical => rearm |= grew,
+                        Class::BestEffort => be_changed = queues > 0,
+                    }
+                }
+            }
+            Event::TenantGone { pid } => {
+                self.tenants.remove(&pid);
+            }
+            Event::LcBusy { edge } => {
+                if self.mode == Mode::LcIdle {
+                    self.mode = Mode::LcBusy;
+                    self.pending_edge = Some(edge);
+                    rearm = true;
+                }
+            }
+            Event::LcIdle => {
+                if self.mode == Mode::LcBusy {
+                    self.mode = Mode::LcIdle;
+                    rearm = true;
+                }
+            }
+            Event::PreemptDone { retry_after } => {
+                if self.held {
+                    self.counters.preemptions += 1;
+                    if let Some(edge) = self.pending_edge.take() {
+                        self.latency.record(now.saturating_sub(edge));
+                    }
+                    if let Some(r) = retry_after {
+                        self.renew_at = self.renew_at.min(now + r);
+                        self.renew_is_retry = true;
+                    }
+                }
+            }
+            Event::RenewRefused { retry_after } => {
+                if self.held {
+                    self.renew_at = self.renew_at.min(now + retry_after);
+                    self.renew_is_retry = true;
+                }
+            }
+            Event::PreemptFailed { retry_after } => {
+                if self.held {
+                    self.stop_holding(now);
+                    self.counters.preempt_failures += 1;
+                    self.retry_at = Some(now + retry_after);
+                }
+            }
+        }
+
+        let lc_after = self.lc_queues();
+        if lc_after == 0 && self.mode != Mode::NoLc {
+            self.mode = Mode::NoLc;
+            self.pending_edge = None;
+            rearm = true;
+        } else if lc_after > 0 && self.mode == Mode::NoLc {
+            self.mode = Mode::LcIdle;
+            rearm = true;
+        } else if lc_after > lc_before {
+            // New queues were watched: the kernel's ANY_BUSY baseline or
+            // ALL_IDLE timer must start over with them included.
+            rearm = true;
+        }
+
+        let mut out = Vec::new();
+        self.reconcile(now, be_changed, &mut out);
+        if rearm {
+            out.push(self.arm_action());
+        }
+        out
+    }
+
+    /// What to do when the daemon stops: resume BE if held, disarm.
+    pub fn shutdown(&mut self, now: Duration) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.held {
+            self.stop_holding(now);
+            self.counters.resumes += 1;
+            out.push(Action::ResumeBe {
+                reason: ResumeReason::Shutdown,
+            });
+        }
+        if self.mode != Mode::NoLc {
+            out.push(Action::Disarm);
+        }
+        out
+    }
+
+    fn arm_action(&self) -> Action {
+        match self.mode {
+            Mode::NoLc => Action::Disarm,
+            Mode::LcIdle => Action::ArmAnyBusy {
+                period: self.cfg.sample_period,
+            },
+            Mode::LcBusy => Action::ArmAllIdle {
+                period: self.cfg.sample_period,
+                idle: self.cfg.idle_hysteresis,
+            },
+        }
+    }
+
+    fn queues_of(&self, class: Class) -> usize {
+        self.tenants
+            .values()
+            .filter(|t| t.class == class)
+            .map(|t| t.queues)
+            .sum()
+    }
+
+    fn lc_queues(&self) -> usize {
+        self.queues_of(Class::LatencyCritical)
+    }
+
+    fn be_queues(&self) -> usize {
+        self.queues_of(Class::BestEffort)
+    }
+
+    /// Brings "held" in line with what the mode and the minimum share want.
+    fn reconcile(&mut self, now: Duration, be_changed: bool, out: &mut Vec<Action>) {
+        let be = self.be_queues();
+        let want = self.mode == Mode::LcBusy && be > 0;
+        if !want {
+            // Nothing to react to (LC idle, or no BE queue): a preemption
+            // made later is not a reaction to this edge.
+            self.retry_at = None;
+            self.min_share_blocked = false;
+            self.pending_edge = None;
+        }
+        if self.held {
+            if be == 0 {
+                // Every BE tenant exited while held: their queues are
+                // gone with them, so there is nothing to resume.
+                self.stop_holding(now);
+                return;
+            }
+            if !want {
+                self.stop_holding(now);
+                self.counters.resumes += 1;
+                let reason = if self.mode == Mode::NoLc {
+                    ResumeReason::LcGone
+                } else {
+                    ResumeReason::LcIdle
+                };
+                out.push(Action::ResumeBe { reason });
+                return;
+            }
+            if !self.may_hold(now) {
+                self.stop_holding(now);
+                self.counters.resumes += 1;
+                self.counters.forced_resumes += 1;
+                self.min_share_blocked = true;
+                out.push(Action::ResumeBe {
+                    reason: ResumeReason::MinShare,
+                });
+                return;
+            }
+            let reason = if be_changed {
+                Some(RenewReason::NewQueues)
+            } else if now >= self.renew_at && self.renew_is_retry {
+                Some(RenewReason::Retry)
+            } else if now >= self.renew_at {
+                Some(RenewReason::Lease)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                self.renew_is_retry = false;
+                // A renewal at the lease's half (rather than its end)
+                // leaves half a lease for the ioctl and a late wakeup.
+                self.renew_at = now + self.cfg.lease / 2;
+                self.counters.renewals += 1;
+                out.push(Action::RenewLease {
+                    lease: self.cfg.lease,
+                    reason,
+                });
+            }
+            return;
+        }
+        if !want {
+            return;
+        }
+        if !self.may_hold(now) {
+            // Preempting now would have to be undone at once; a reaction
+            // this late no longer measures anything, and a retry waits for
+            // the window's end like everything else.
+            self.min_share_blocked = true;
+            self.pending_edge = None;
+            self.retry_at = None;
+            return;
+        }
+        if self.retry_at.is_some_and(|t| now < t) {
+            return;
+        }
+        let reason = if self.retry_at.take().is_some() {
+            PreemptReason::Retry
+        } else if self.pending_edge.is_some() {
+            PreemptReason::LcBusy
+        } else if self.min_share_blocked {
+            PreemptReason::MinShare
+        } else {
+            PreemptReason::NewQueues
+        };
+        self.min_share_blocked = false;
+        self.held = true;
+        self.held_since = now;
+        self.renew_at = now + self.cfg.lease / 2;
+        self.renew_is_retry = false;
+        out.push(Action::PreemptBe {
+            lease: self.cfg.lease,
+            reason,
+        });
+    }
+
+    fn stop_holding(&mut self, now: Duration) {
+        let from = self.held_since.max(self.period_start);
+        self.held_in_period += now.saturating_sub(from);
+        self.counters.held_total += now.saturating_sub(self.held_since);
+        self.held = false;
+    }
+
+    fn period_end(&self) -> Duration {
+        self.period_start + self.cfg.min_share_period
+    }
+
+    fn roll_period(&mut self, now: Duration) {
+        let p = self.cfg.min_share_period;
+        if p.is_zero() || now < self.period_end() {
+            return;
+        }
+        // Whole periods only, so that windows stay aligned even after the
+        // daemon was not woken for a while.
+        let behind = now - self.period_start;
+        let whole = behind.as_nanos() / p.as_nanos();
+        let skip = u32::try_from(whole).unwrap_or(u32::MAX);
+        self.period_start += p.saturating_mul(skip);
+        self.held_in_period = Duration::ZERO;
+    }
+
+    fn held_in_period_total(&self, now: Duration) -> Duration {
+        let current = if self.held {
+            now.saturating_sub(self.held_since.max(self.period_start))
+        } else {
+            Duration::ZERO
+        };
+        self.held_in_period + current
+    }
+
+    /// BE's budget still missing in this window.
+    fn needed(&self, now: Duration) -> Duration {
+        self.cfg
+            .min_share_budget
+            .saturating_sub(self.be_run_in_period(now))
+    }
+
+    /// Whether BE may be (or stay) held at `now`: the rest of the window
+    /// is longer than the budget BE still misses.
+    fn may_hold(&self, now: Duration) -> bool {
+        if self.cfg.min_share_budget.is_zero() {
+            return true;
+        }
+        let remaining = self.period_end().saturating_sub(now);
+        remaining > self.needed(now)
+    }
+
+    /// While held, BE's run time is frozen, so the forced resume falls
+    /// where the rest of the window equals the missing budget.
+    fn forced_resume_at(&self, now: Duration) -> Duration {
+        self.period_end().saturating_sub(self.needed(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+    fn us(v: u64) -> Duration {
+        Duration::from_micros(v)
+    }
+
+    fn cfg() -> PolicyConfig {
+        PolicyConfig {
+            lease: ms(200),
+            sample_period: us(50),
+            idle_hysteresis: us(1000),
+            min_share_period: ms(1000),
+            min_share_budget: ms(100),
+        }
+    }
+
+    const LC: i32 = 100;
+    const LC2: i32 = 101;
+    const BE: i32 = 200;
+    const BE2: i32 = 201;
+
+    /// A policy with one LC tenant (2 queues) and one BE tenant (4 queues)
+    /// set up at time 0.
+    fn setup(cfg: PolicyConfig) -> Policy {
+        let mut p = Policy::new(cfg, Duration::ZERO);
+        let z = Duration::ZERO;
+        p.handle(
+            z,
+            Event::TenantAdded {
+                pid: LC,
+                class: Class::LatencyCritical,
+            },
+        );
+        p.handle(z, Event::TenantQueues { pid: LC, queues: 2 });
+        p.handle(
+            z,
+            Event::TenantAdded {
+                pid: BE,
+                class: Class::BestEffort,
+            },
+        );
+        p.handle(z, Event::TenantQueues { pid: BE, queues: 4 });
+        p
+    }
+
+    fn has_preempt(a: &[Action]) -> bool {
+        a.iter().any(|a| matches!(a, Action::PreemptBe { .. }))
+    }
+    fn has_resume(a: &[Action]) -> bool {
+        a.iter().any(|a| matches!(a, Action::ResumeBe { .. }))
+    }
+    fn has_renew(a: &[Action]) -> bool {
+        a.iter().any(|a| matches!(a, Action::RenewLease { .. }))
+    }
+
+    #[test]
+    fn restart_starts_with_nothing_held_and_arms_any_busy() {
+        let mut p = Policy::new(cfg(), ms(7));
+        assert!(!p.is_held());
+        assert_eq!(p.mode(), Mode::NoLc);
+        let a = p.handle(
+            ms(7),
+            Event::TenantAdded {
+                pid: BE,
+                class: Class::BestEffort,
+            },
+        );
+        assert!(a.is_empty(), "{a:?}");
+        let a = p.handle(ms(7), Event::TenantQueues { pid: BE, queues: 3 });
+        assert!(a.is_empty(), "BE alone is never preempted: {a:?}");
+        p.handle(
+            ms(7),
+            Event::TenantAdded {
+                pid: LC,
+                class: Class::LatencyCritical,
+            },
+        );
+        let a = p.handle(ms(7), Event::TenantQueues { pid: LC, queues: 1 });
+        assert_eq!(a, vec![Action::ArmAnyBusy { period: us(50) }]);
+        assert!(!p.is_held());
+        assert_eq!(p.mode(), Mode::LcIdle);
+        assert_eq!(p.counters(), &Counters::default());
+    }
+
+    #[test]
+    fn busy_preempts_in_one_batch_then_arms_all_idle_with_the_hysteresis() {
+        let mut p = setup(cfg());
+        let a = p.handle(ms(10), Event::LcBusy { edge: ms(10) });
+        assert_eq!(
+            a,
+            vec![
+                Action::PreemptBe {
+                    lease: ms(200),
+                    reason: PreemptReason::LcBusy
+                },
+                Action::ArmAllIdle {
+                    period: us(50),
+                    idle: us(1000)
+                },
+            ]
+        );
+        assert!(p.is_held());
+        p.handle(ms(10) + us(80), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.counters().preemptions, 1);
+        assert_eq!(p.latency().count, 1);
+        assert_eq!(p.latency().max_us, 80);
+        assert_eq!(p.latency().buckets[Histogram::bucket(80)], 1);
+    }
+
+    #[test]
+    fn hysteresis_is_the_kernels_only_lc_idle_resumes() {
+        let mut p = setup(cfg());
+        p.handle(ms(10), Event::LcBusy { edge: ms(10) });
+        // Long after the hysteresis, ticks alone never resume: a gap in LC
+        // work shorter than it is filtered by ALL_IDLE in the kernel.
+        for t in (11..90).map(ms) {
+            let a = p.handle(t, Event::Tick);
+            assert!(!has_resume(&a), "resumed at {t:?} without LcIdle: {a:?}");
+        }
+        // A spurious LcBusy while busy changes nothing.
+        assert!(p.handle(ms(90), Event::LcBusy { edge: ms(90) }).is_empty());
+        assert!(p.is_held());
+        let a = p.handle(ms(95), Event::LcIdle);
+        assert_eq!(
+            a,
+            vec![
+                Action::ResumeBe {
+                    reason: ResumeReason::LcIdle
+                },
+                Action::ArmAnyBusy { period: us(50) },
+            ]
+        );
+        assert!(!p.is_held());
+        assert_eq!(p.counters().resumes, 1);
+        assert_eq!(p.held_total(ms(200)), ms(85));
+        // An LcIdle while idle is stale: nothing to do.
+        assert!(p.handle(ms(96), Event::LcIdle).is_empty());
+    }
+
+    #[test]
+    fn hysteresis_value_comes_from_the_configuration() {
+        let mut p = setup(PolicyConfig {
+            idle_hysteresis: us(2500),
+            sample_period: us(20),
+            ..cfg()
+        });
+        let a = p.handle(ms(1), Event::LcBusy { edge: ms(1) });
+        assert!(a.contains(&Action::ArmAllIdle {
+            period: us(20),
+            idle: us(2500)
+        }));
+    }
+
+    /// Drives a policy with LC busy all the time over `periods` windows,
+    /// acknowledging every preemption at once; returns BE's run time per
+    /// window (from the actions, not the policy's own accounting).
+    fn run_always_busy(cfg: PolicyConfig, periods: u64) -> (Policy, Vec<Duration>) {
+        let mut p = setup(cfg);
+        let period = cfg.min_share_period;
+        let end = period * periods as u32;
+        let mut running = true; // BE runs until preempted
+        let mut since = Duration::ZERO;
+        let mut per_period = vec![Duration::ZERO; periods as usize];
+        let credit = |from: Duration, to: Duration, per: &mut Vec<Duration>| {
+            let mut t = from;
+            while t < to {
+                let i = (t.as_nanos() / period.as_nanos()) as usize;
+                let boundary = period * (i as u32 + 1);
+                let upto = to.min(boundary);
+                if i < per.len() {
+                    per[i] += upto - t;
+                }
+                t = upto;
+            }
+        };
+        let mut now = ms(1);
+        let mut actions = p.handle(now, Event::LcBusy { edge: now });
+        loop {
+            for a in actions.clone() {
+                match a {
+                    Action::PreemptBe { .. } => {
+                        assert!(running, "preempted twice");
+                        credit(since, now, &mut per_period);
+                        running = false;
+                        let more = p.handle(now, Event::PreemptDone { retry_after: None });
+                        assert!(more.is_empty(), "{more:?}");
+                    }
+                    Action::ResumeBe { reason } => {
+                        assert_eq!(reason, ResumeReason::MinShare);
+                        assert!(!running, "resumed twice");
+                        since = now;
+                        running = true;
+                    }
+                    _ => {}
+                }
+            }
+            let next = p.next_deadline(now);
+            assert!(next > now, "deadline {next:?} not after {now:?}");
+            if next >= end {
+                break;
+            }
+            now = next;
+            actions = p.handle(now, Event::Tick);
+        }
+        if running {
+            credit(since, end, &mut per_period);
+        }
+        (p, per_period)
+    }
+
+    #[test]
+    fn minimum_share_holds_over_ten_periods_with_lc_always_busy() {
+        let (p, per) = run_always_busy(cfg(), 10);
+        for (i, run) in per.iter().enumerate() {
+            assert!(*run >= ms(100), "period {i}: BE ran only {run:?}");
+            // ... and not much more: LC keeps the rest.
+            assert!(*run <= ms(101), "period {i}: BE ran {run:?}");
+        }
+        assert_eq!(p.counters().forced_resumes, 10);
+        // One LcBusy preemption, then one after each of the 9 windows.
+        assert_eq!(p.counters().preemptions, 10);
+        assert_eq!(p.latency().count, 1, "only the LcBusy edge is a reaction");
+    }
+
+    #[test]
+    fn zero_budget_means_no_forced_resume() {
+        let (p, per) = run_always_busy(
+            PolicyConfig {
+                min_share_budget: Duration::ZERO,
+                ..cfg()
+            },
+            10,
+        );
+        assert_eq!(p.counters().forced_resumes, 0);
+        assert_eq!(per[0], ms(1));
+        assert!(per[1..].iter().all(|r| r.is_zero()), "{per:?}");
+    }
+
+    #[test]
+    fn busy_edge_too_late_in_the_window_does_not_preempt() {
+        let mut p = setup(cfg());
+        // BE held from 1 ms to 960 ms: it has run 1 ms of its 100 ms.
+        p.handle(ms(1), Event::LcBusy { edge: ms(1) });
+        p.handle(ms(1), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(901), Event::Tick);
+        assert_eq!(
+            a,
+            vec![Action::ResumeBe {
+                reason: ResumeReason::MinShare
+            }]
+        );
+        p.handle(ms(950), Event::LcIdle);
+        // A new edge at 960 ms: BE has run 1 + 59 ms, so it still misses
+        // 40 ms of its budget, and only 40 ms are left: no preemption.
+        let a = p.handle(ms(960), Event::LcBusy { edge: ms(960) });
+        assert!(!has_preempt(&a), "{a:?}");
+        assert!(a.contains(&Action::ArmAllIdle {
+            period: us(50),
+            idle: us(1000)
+        }));
+        // When the window ends, LC still busy: preempt again.
+        let a = p.handle(ms(1000), Event::Tick);
+        assert_eq!(
+            a,
+            vec![Action::PreemptBe {
+                lease: ms(200),
+                reason: PreemptReason::MinShare
+            }]
+        );
+    }
+
+    #[test]
+    fn lease_is_renewed_at_half_while_held_and_never_when_not() {
+        let mut p = setup(PolicyConfig {
+            min_share_budget: Duration::ZERO,
+            ..cfg()
+        });
+        // Not held: no renewals, whatever the time.
+        for t in (0..1000).step_by(10).map(ms) {
+            let a = p.handle(t, Event::Tick);
+            assert!(!has_renew(&a), "{a:?}");
+        }
+        p.handle(ms(1000), Event::LcBusy { edge: ms(1000) });
+        p.handle(ms(1000), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.next_deadline(ms(1000)), ms(1100));
+        let mut renewals = Vec::new();
+        let mut now = ms(1000);
+        while now < ms(1500) {
+            now = p.next_deadline(now);
+            for a in p.handle(now, Event::Tick) {
+                if let Action::RenewLease { lease, reason } = a {
+                    assert_eq!((lease, reason), (ms(200), RenewReason::Lease));
+                    renewals.push(now);
+                }
+            }
+        }
+        assert_eq!(
+            renewals,
+            vec![ms(1100), ms(1200), ms(1300), ms(1400), ms(1500)]
+        );
+        assert_eq!(p.counters().renewals, 5);
+        p.handle(ms(1510), Event::LcIdle);
+        for t in (1511..2500).step_by(7).map(ms) {
+            let a = p.handle(t, Event::Tick);
+            assert!(!has_renew(&a), "renewed while not held at {t:?}: {a:?}");
+        }
+        assert!(p.next_deadline(ms(2500)) >= ms(3000), "no renewal deadline");
+    }
+
+    #[test]
+    fn two_lc_tenants_are_one_set() {
+        let mut p = setup(cfg());
+        p.handle(
+            ms(1),
+            Event::TenantAdded {
+                pid: LC2,
+                class: Class::LatencyCritical,
+            },
+        );
+        // A new LC queue is watched: re-arm so the kernel includes it.
+        let a = p.handle(
+            ms(1),
+            Event::TenantQueues {
+                pid: LC2,
+                queues: 1,
+            },
+        );
+        assert_eq!(a, vec![Action::ArmAnyBusy { period: us(50) }]);
+        // Either one busy (the kernel's ANY_BUSY over all watched queues).
+        let a = p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        assert!(has_preempt(&a));
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        // The first LC tenant leaves while the second is still busy: no
+        // resume, the ALL_IDLE arm goes on over the queues left.
+        let a = p.handle(ms(20), Event::TenantGone { pid: LC });
+        assert!(!has_resume(&a), "{a:?}");
+        assert!(p.is_held());
+        // A burst in a single one while busy changes nothing.
+        assert!(p.handle(ms(30), Event::LcBusy { edge: ms(30) }).is_empty());
+        // Only ALL_IDLE (both idle) resumes.
+        let a = p.handle(ms(40), Event::LcIdle);
+        assert!(has_resume(&a));
+        assert!(a.contains(&Action::ArmAnyBusy { period: us(50) }));
+    }
+
+    #[test]
+    fn be_tenant_exiting_while_held_needs_no_resume() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(50), Event::TenantGone { pid: BE });
+        assert!(a.is_empty(), "{a:?}");
+        assert!(!p.is_held());
+        assert_eq!(p.counters().resumes, 0);
+        assert_eq!(p.held_total(ms(60)), ms(45));
+        // LC going idle later has nothing to resume either.
+        let a = p.handle(ms(60), Event::LcIdle);
+        assert_eq!(a, vec![Action::ArmAnyBusy { period: us(50) }]);
+        assert_eq!(p.counters().resumes, 0);
+    }
+
+    #[test]
+    fn one_of_two_be_tenants_exiting_keeps_the_rest_held() {
+        let mut p = setup(cfg());
+        p.handle(
+            ms(0),
+            Event::TenantAdded {
+                pid: BE2,
+                class: Class::BestEffort,
+            },
+        );
+        p.handle(
+            ms(0),
+            Event::TenantQueues {
+                pid: BE2,
+                queues: 1,
+            },
+        );
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        let a = p.handle(ms(50), Event::TenantGone { pid: BE });
+        assert!(a.is_empty(), "{a:?}");
+        assert!(p.is_held());
+    }
+
+    #[test]
+    fn last_lc_tenant_leaving_resumes_be_and_disarms() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(30), Event::TenantGone { pid: LC });
+        assert_eq!(
+            a,
+            vec![
+                Action::ResumeBe {
+                    reason: ResumeReason::LcGone
+                },
+                Action::Disarm
+            ]
+        );
+        assert_eq!(p.mode(), Mode::NoLc);
+        assert!(!p.is_held());
+    }
+
+    #[test]
+    fn new_be_queues_while_held_are_taken_off_by_a_renewal() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(
+            ms(6),
+            Event::TenantAdded {
+                pid: BE2,
+                class: Class::BestEffort,
+            },
+        );
+        let a = p.handle(
+            ms(6),
+            Event::TenantQueues {
+                pid: BE2,
+                queues: 2,
+            },
+        );
+        assert_eq!(
+            a,
+            vec![Action::RenewLease {
+                lease: ms(200),
+                reason: RenewReason::NewQueues
+            }]
+        );
+    }
+
+    #[test]
+    fn be_appearing_while_lc_busy_is_preempted() {
+        let mut p = Policy::new(cfg(), Duration::ZERO);
+        p.handle(
+            ms(0),
+            Event::TenantAdded {
+                pid: LC,
+                class: Class::LatencyCritical,
+            },
+        );
+        p.handle(ms(0), Event::TenantQueues { pid: LC, queues: 1 });
+        // No BE queue: nothing to preempt, but LC is tracked as busy.
+        let a = p.handle(ms(2), Event::LcBusy { edge: ms(2) });
+        assert!(!has_preempt(&a));
+        assert_eq!(p.mode(), Mode::LcBusy);
+        p.handle(
+            ms(3),
+            Event::TenantAdded {
+                pid: BE,
+                class: Class::BestEffort,
+            },
+        );
+        let a = p.handle(ms(3), Event::TenantQueues { pid: BE, queues: 2 });
+        assert_eq!(
+            a,
+            vec![Action::PreemptBe {
+                lease: ms(200),
+                reason: PreemptReason::NewQueues
+            }]
+        );
+        // Not a reaction to the edge at 2 ms: no latency recorded.
+        p.handle(ms(3), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.latency().count, 0);
+        assert_eq!(p.counters().preemptions, 1);
+    }
+
+    #[test]
+    fn failed_preemption_is_retried_after_the_delay_while_wanted() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        let a = p.handle(ms(5), Event::PreemptFailed { retry_after: ms(1) });
+        assert!(a.is_empty());
+        assert!(!p.is_held());
+        assert_eq!(p.counters().preempt_failures, 1);
+        assert_eq!(p.next_deadline(ms(5)), ms(6));
+        assert!(p.handle(ms(5) + us(500), Event::Tick).is_empty());
+        let a = p.handle(ms(6), Event::Tick);
+        assert_eq!(
+            a,
+            vec![Action::PreemptBe {
+                lease: ms(200),
+                reason: PreemptReason::Retry
+            }]
+        );
+        // The latency runs from the original edge.
+        p.handle(ms(6), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.latency().max_us, 1000);
+        // A failure after which LC goes idle is not retried.
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptFailed { retry_after: ms(1) });
+        p.handle(ms(5), Event::LcIdle);
+        assert!(!has_preempt(&p.handle(ms(10), Event::Tick)));
+    }
+
+    #[test]
+    fn a_retry_blocked_by_the_minimum_share_does_not_spin() {
+        let mut p = setup(cfg());
+        p.handle(ms(1), Event::LcBusy { edge: ms(1) });
+        // The failure comes back late (a PREEMPT that took 949 ms): by the
+        // retry, BE misses 99 ms of its budget with 49 ms left, so the
+        // retry must wait for the window's end instead of staying due.
+        p.handle(ms(950), Event::PreemptFailed { retry_after: ms(1) });
+        let mut now = ms(951);
+        let a = p.handle(now, Event::Tick);
+        assert!(!has_preempt(&a), "{a:?}");
+        let mut preempted_at = None;
+        for _ in 0..10 {
+            let next = p.next_deadline(now);
+            assert!(next > now, "deadline {next:?} not after {now:?}");
+            now = next;
+            if has_preempt(&p.handle(now, Event::Tick)) && preempted_at.is_none() {
+                preempted_at = Some(now);
+            }
+        }
+        assert_eq!(preempted_at, Some(ms(1000)));
+    }
+
+    #[test]
+    fn partial_rate_limit_brings_the_renewal_forward() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(
+            ms(5),
+            Event::PreemptDone {
+                retry_after: Some(ms(1)),
+            },
+        );
+        assert_eq!(p.next_deadline(ms(5)), ms(6));
+        let a = p.handle(ms(6), Event::Tick);
+        assert_eq!(
+            a,
+            vec![Action::RenewLease {
+                lease: ms(200),
+                reason: RenewReason::Retry
+            }]
+        );
+        assert_eq!(p.next_deadline(ms(6)), ms(106));
+        // A renewal refused in part is retried the same way.
+        p.handle(ms(7), Event::RenewRefused { retry_after: ms(2) });
+        assert_eq!(p.next_deadline(ms(7)), ms(9));
+        assert!(has_renew(&p.handle(ms(9), Event::Tick)));
+        // ... and not at all once nothing is held.
+        p.handle(ms(10), Event::LcIdle);
+        p.handle(ms(10), Event::RenewRefused { retry_after: ms(1) });
+        assert!(!has_renew(&p.handle(ms(11), Event::Tick)));
+    }
+
+    #[test]
+    fn shutdown_resumes_what_is_held() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        assert_eq!(
+            p.shutdown(ms(9)),
+            vec![
+                Action::ResumeBe {
+                    reason: ResumeReason::Shutdown
+                },
+                Action::Disarm
+            ]
+        );
+        assert_eq!(p.held_total(ms(20)), ms(4));
+        assert!(!p.is_held());
+        let mut idle = Policy::new(cfg(), Duration::ZERO);
+        assert!(idle.shutdown(ms(1)).is_empty());
+    }
+
+    #[test]
+    fn histogram_bounds_cover_every_value() {
+        assert_eq!(Histogram::bounds(0), (0, Some(2)));
+        assert_eq!(Histogram::bounds(5), (32, Some(64)));
+        assert_eq!(Histogram::bounds(LATENCY_BUCKETS - 1), (1 << 31, None));
+        let mut h = Histogram::default();
+        h.record(Duration::from_secs(100_000));
+        assert_eq!(h.buckets[LATENCY_BUCKETS - 1], 1);
+    }
+}

@@ -1,0 +1,150 @@
+//! The best-effort tenant: a low-priority ring kept `depth` dispatches deep,
+//! and the node time it got done inside a fixed window.
+
+use std::{path::PathBuf, thread::sleep, time::Duration};
+
+use kfd_preempt::sim::{SimRing, SimTenant};
+
+use crate::{
+    clock::{from_ms, now_ns, ns},
+    lc::announce,
+    results::BeResult,
+    Result,
+};
+
+/// Priority of the BE ring.
+const PRIORITY: u32 = 1;
+/// Poll interval.
+const POLL: Duration = Duration::from_millis(1);
+/// [`POLL`] in ms: the lag from a retirement to the next publication, for
+/// the model ([`crate::model`]).
+pub const POLL_MS: f64 = 1.0;
+
+/// Parameters of `kfdp-scenario be`.
+#[derive(Debug, Clone)]
+pub struct BeArgs {
+    /// Simulated node index.
+    pub node: u32,
+    /// Node time of one dispatch, ms.
+    pub work_ms: f64,
+    /// Dispatches kept outstanding.
+    pub depth: u32,
+    /// Measurement window, s.
+    pub duration_s: f64,
+    /// Written once the ring exists.
+    pub ready_file: Option<PathBuf>,
+    /// Wait for this file to exist before the window starts.
+    pub go_file: Option<PathBuf>,
+}
+
+/// Dispatches retired and counted so far.
+struct Tally {
+    /// Next packet index to look at.
+    next: u64,
+    /// Retired with end_ns inside the window.
+    completed: u64,
+}
+
+impl Tally {
+    /// Counts the packets retired since the last call whose end falls in
+    /// `[start, end]`. Called before each submit, so the slots read are
+    /// not reused yet.
+    fn update(&mut self, ring: &SimRing<'_>, start: u64, end: u64) {
+        let read = ring.read_index();
+        while self.next < read {
+            if in_window(ring.times(self.next).end_ns, start, end) {
+                self.completed += 1;
+            }
+            self.next += 1;
+        }
+    }
+}
+
+/// Whether a dispatch that retired at `end_ns` counts.
+fn in_window(end_ns: u64, start: u64, end: u64) -> bool {
+    (start..=end).contains(&end_ns)
+}
+
+/// Runs the BE tenant. Only dispatches that retired inside the window
+/// count, whole; the one running when the window closes counts nothing
+/// (no partial credit), so the throughput is low by at most
+/// `depth x work_ms / duration`, and the same in every mode compared.
+pub fn run(args: &BeArgs) -> Result<BeResult> {
+    if args.depth == 0 || args.depth > 1024 {
+        return Err("--depth must be 1 to 1024".into());
+    }
+    let work = from_ms("--work-ms", args.work_ms)?;
+    let window = Duration::try_from_secs_f64(args.duration_s)
+        .map_err(|_| "--duration-s must be a finite, non-negative number")?;
+    // The smallest power of two that holds `depth` packets.
+    let packets = args.depth.next_power_of_two();
+
+    let tenant = SimTenant::open()?;
+    let ring = tenant.create_ring(args.node, PRIORITY, packets)?;
+    if let Some(path) = &args.ready_file {
+        announce(path, "be", &ring)?;
+    }
+    if let Some(path) = &args.go_file {
+        crate::lc::await_go(path)?;
+    }
+
+    let start = now_ns();
+    let end = start + ns(window);
+    let mut tally = Tally {
+        next: ring.write_index(),
+        completed: 0,
+    };
+    let mut tag = 0u64;
+    loop {
+        tally.update(&ring, start, end);
+        if now_ns() >= end {
+            break;
+        }
+        let outstanding = ring.write_index().saturating_sub(ring.read_index());
+        let missing = u64::from(args.depth).saturating_sub(outstanding);
+        if missing > 0 {
+            let batch: Vec<_> = (tag..tag + missing).map(|t| (work, t)).collect();
+            ring.submit(&batch)?;
+            tag += missing;
+        }
+        sleep(POLL);
+    }
+    // A dispatch that retired just before the end may not have been seen
+    // yet: one more look after the node had time to publish it.
+    sleep(POLL);
+    tally.update(&ring, start, end);
+
+    let work_done_ms = tally.completed as f64 * args.work_ms;
+    let q = ring.queue();
+    Ok(BeResult {
+        role: "be".into(),
+        dispatches_completed: tally.completed,
+        work_done_ms,
+        duration_s: args.duration_s,
+        throughput: if args.duration_s > 0.0 {
+            work_done_ms / (args.duration_s * 1000.0)
+        } else {
+            0.0
+        },
+        work_ms: args.work_ms,
+        depth: args.depth,
+        node: args.node,
+        queue_id: q.queue_id,
+        gpu_id: q.gpu_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_is_closed_at_both_ends() {
+        assert!(in_window(100, 100, 200));
+        assert!(in_window(200, 100, 200));
+        assert!(!in_window(99, 100, 200));
+        assert!(!in_window(201, 100, 200));
+        // Never retired (end_ns 0): not counted.
+        assert!(!in_window(0, 100, 200));
+    }
+}

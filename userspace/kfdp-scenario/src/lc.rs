@@ -1,0 +1,207 @@
+//! The latency-critical tenant: open-loop Poisson arrivals of requests, each
+//! a chain of dispatches submitted together, on one high-priority ring. A
+//! request's latency runs from its arrival time (when it was due) to the
+//! node's `end_ns` of its last dispatch, so neither a late submission nor
+//! when this loop notices the completion changes it.
+
+use std::{
+    collections::VecDeque,
+    path::{Path, PathBuf},
+    thread::sleep,
+    time::Duration,
+};
+
+use kfd_preempt::sim::{SimRing, SimTenant};
+
+use crate::{
+    clock::{from_ms, now_ns, ns},
+    results::{write_atomically, LcResult},
+    rng::Rng,
+    stats, Result,
+};
+
+/// Ring size: room for 1024 / chain requests outstanding.
+const RING_PACKETS: u32 = 1024;
+/// Priority of the LC ring.
+const PRIORITY: u32 = 9;
+/// Poll interval for completions.
+// Latency comes from the node's end_ns, not from when this loop notices:
+// polling only bounds how late completions are collected, and a tighter
+// loop costs the VM's two CPUs more than it tells.
+const POLL: Duration = Duration::from_millis(1);
+/// How long to wait for outstanding requests after the window.
+const DRAIN: Duration = Duration::from_secs(10);
+/// A submission this much after its arrival time counts as late.
+const LATE_NS: u64 = 1_000_000;
+
+/// Parameters of `kfdp-scenario lc`.
+#[derive(Debug, Clone)]
+pub struct LcArgs {
+    /// Simulated node index.
+    pub node: u32,
+    /// Mean arrivals per second.
+    pub rate: f64,
+    /// Dispatches per request.
+    pub chain: u32,
+    /// Node time of one dispatch, ms.
+    pub work_ms: f64,
+    /// Arrival window, s.
+    pub duration_s: f64,
+    /// Seed of the arrival process.
+    pub seed: u64,
+    /// Written once the ring exists.
+    pub ready_file: Option<PathBuf>,
+    /// Wait for this file to exist before the window starts.
+    pub go_file: Option<PathBuf>,
+}
+
+/// A request submitted and not yet seen complete.
+struct Pending {
+    /// When the request was due (its arrival), not when this process got
+    /// round to submitting it: a request submitted late was still waiting
+    /// (open loop, no coordinated omission).
+    arrival_ns: u64,
+    last_index: u64,
+}
+
+/// Records every request whose last packet retired, oldest first (a ring
+/// retires in order). Called before each submit, so the slots read are not
+/// reused yet.
+fn drain(ring: &SimRing<'_>, outstanding: &mut VecDeque<Pending>, latencies_ms: &mut Vec<f64>) {
+    let read = ring.read_index();
+    while let Some(p) = outstanding.front() {
+        if p.last_index >= read {
+            break;
+        }
+        let end = ring.times(p.last_index).end_ns;
+        latencies_ms.push(end.saturating_sub(p.arrival_ns) as f64 / 1e6);
+        outstanding.pop_front();
+    }
+}
+
+/// Writes the ready file: who to attach and which queue to watch.
+pub fn announce(path: &Path, role: &str, ring: &SimRing<'_>) -> Result<()> {
+    let q = ring.queue();
+    let text = serde_json::json!({
+        "role": role,
+        "pid": std::process::id(),
+        "queue_id": q.queue_id,
+        "gpu_id": q.gpu_id,
+    });
+    write_atomically(path, &format!("{text}\n"))
+}
+
+/// Waits until `path` exists (the harness's start signal), so that tenants
+/// started one after the other measure the same window; at most a minute.
+pub fn await_go(path: &Path) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{} did not appear within 60 s", path.display()).into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// Runs the LC tenant.
+pub fn run(args: &LcArgs) -> Result<LcResult> {
+    if !(args.rate.is_finite() && args.rate > 0.0) {
+        return Err("--rate must be a positive number of requests per second".into());
+    }
+    if args.chain == 0 || args.chain > RING_PACKETS {
+        return Err(format!("--chain must be 1 to {RING_PACKETS}").into());
+    }
+    let work = from_ms("--work-ms", args.work_ms)?;
+    let window = Duration::try_from_secs_f64(args.duration_s)
+        .map_err(|_| "--duration-s must be a finite, non-negative number")?;
+
+    let tenant = SimTenant::open()?;
+    let ring = tenant.create_ring(args.node, PRIORITY, RING_PACKETS)?;
+    if let Some(path) = &args.ready_file {
+        announce(path, "lc", &ring)?;
+    }
+    if let Some(path) = &args.go_file {
+        await_go(path)?;
+    }
+
+    let mut rng = Rng::new(args.seed);
+    let gap_ns = |rng: &mut Rng| (rng.exponential(args.rate) * 1e9) as u64;
+    let start = now_ns();
+    let end = start + ns(window);
+    let mut next_arrival = start + gap_ns(&mut rng);
+    let mut outstanding = VecDeque::new();
+    let mut latencies_ms = Vec::new();
+    let (mut requests, mut late) = (0u64, 0u64);
+    let mut batch = Vec::with_capacity(args.chain as usize);
+
+    while next_arrival < end {
+        drain(&ring, &mut outstanding, &mut latencies_ms);
+        let now = now_ns();
+        if now < next_arrival {
+            sleep(POLL.min(Duration::from_nanos(next_arrival - now)));
+            continue;
+        }
+        if ring.space() < args.chain {
+            // Open loop with a full ring: the request waits for room (and
+            // will count as late).
+            sleep(POLL);
+            continue;
+        }
+        batch.clear();
+        batch.resize(args.chain as usize, (work, requests));
+        let submitted_ns = now_ns();
+        let first = ring.submit(&batch)?;
+        if submitted_ns - next_arrival > LATE_NS {
+            late += 1;
+        }
+        outstanding.push_back(Pending {
+            arrival_ns: next_arrival,
+            last_index: first + u64::from(args.chain) - 1,
+        });
+        requests += 1;
+        // Arrivals follow their own schedule, not the submit times.
+        next_arrival += gap_ns(&mut rng);
+    }
+
+    let deadline = now_ns() + ns(DRAIN);
+    loop {
+        drain(&ring, &mut outstanding, &mut latencies_ms);
+        if outstanding.is_empty() || now_ns() >= deadline {
+            break;
+        }
+        sleep(POLL);
+    }
+    if !outstanding.is_empty() {
+        eprintln!(
+            "kfdp-scenario lc: {} request(s) unfinished {} s after the window; left out of the latencies",
+            outstanding.len(),
+            DRAIN.as_secs()
+        );
+    }
+    if late > 0 {
+        eprintln!("kfdp-scenario lc: {late} request(s) submitted more than 1 ms late");
+    }
+
+    let (p50_ms, p99_ms, p999_ms) = stats::tail(&latencies_ms);
+    let q = ring.queue();
+    Ok(LcResult {
+        role: "lc".into(),
+        requests,
+        latencies_ms,
+        p50_ms,
+        p99_ms,
+        p999_ms,
+        work_ms_per_request: f64::from(args.chain) * args.work_ms,
+        duration_s: args.duration_s,
+        rate: args.rate,
+        chain: args.chain,
+        work_ms: args.work_ms,
+        seed: args.seed,
+        incomplete: outstanding.len() as u64,
+        late_submits: late,
+        node: args.node,
+        queue_id: q.queue_id,
+        gpu_id: q.gpu_id,
+    })
+}

@@ -1,0 +1,435 @@
+//! kfdp-scenario: the workloads and the report of the "LC next to BE on one
+//! node" experiment, on the module's simulated nodes.
+//!
+//! * `lc`: a latency-critical tenant, open-loop Poisson requests of chained
+//!   dispatches on a priority-9 ring; writes the latency of each.
+//! * `be`: a best-effort tenant keeping long dispatches queued on a
+//!   priority-1 ring; writes the node time it got done.
+//! * `report`: compares alone / together / with the daemon against the
+//!   contention model and the issue's criteria (exit status 1 if any fails).
+//! * `detect`: how fast and at what CPU cost a scheduler learns that a
+//!   queue got work: ARM (the module's timer and an eventfd) vs polling
+//!   SAMPLE vs spinning on it, against a tenant in another process.
+//!
+//! Latencies are end_ns of a request's last packet (stamped by the node with
+//! CLOCK_MONOTONIC) minus CLOCK_MONOTONIC just before its submit. Numbers
+//! from the simulated node reflect its modelled costs, not a GPU's.
+
+mod be;
+mod clock;
+mod cpu;
+mod detect;
+mod detect_table;
+mod lc;
+mod model;
+mod probe;
+mod report;
+mod results;
+mod rng;
+mod stats;
+mod svg;
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+/// Errors end the program with a message.
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Parser)]
+#[command(
+    name = "kfdp-scenario",
+    about = "LC and BE workloads on the kfd_preempt simulated node, and their report",
+    version
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Latency-critical tenant: Poisson requests of `chain` dispatches.
+    Lc {
+        /// Simulated node index.
+        #[arg(long, default_value_t = 0)]
+        node: u32,
+        /// Mean requests per second.
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// Dispatches per request, submitted together.
+        #[arg(long, default_value_t = 3)]
+        chain: u32,
+        /// Node time of one dispatch, ms.
+        #[arg(long, default_value_t = 5.0)]
+        work_ms: f64,
+        /// Length of the arrival window, s.
+        #[arg(long, default_value_t = 20.0)]
+        duration_s: f64,
+        /// Seed of the arrival process.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Result JSON.
+        #[arg(long)]
+        out: PathBuf,
+        /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
+        /// Start the window only once this file exists (after ready_file).
+        #[arg(long)]
+        go_file: Option<PathBuf>,
+    },
+    /// Best-effort tenant: keeps `depth` long dispatches outstanding.
+    Be {
+        /// Simulated node index.
+        #[arg(long, default_value_t = 0)]
+        node: u32,
+        /// Node time of one dispatch, ms.
+        #[arg(long, default_value_t = 250.0)]
+        work_ms: f64,
+        /// Dispatches kept outstanding.
+        #[arg(long, default_value_t = 1)]
+        depth: u32,
+        /// Length of the measurement window, s.
+        #[arg(long, default_value_t = 20.0)]
+        duration_s: f64,
+        /// Result JSON.
+        #[arg(long)]
+        out: PathBuf,
+        /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
+        /// Start the window only once this file exists (after ready_file).
+        #[arg(long)]
+        go_file: Option<PathBuf>,
+    },
+    /// Compares the three modes; exit status 1 if a criterion fails.
+    Report {
+        /// LC result, LC alone on the node.
+        #[arg(long)]
+        alone_lc: PathBuf,
+        /// BE result, BE alone on the node.
+        #[arg(long)]
+        alone_be: PathBuf,
+        /// LC result, both tenants, no daemon.
+        #[arg(long)]
+        together_lc: PathBuf,
+        /// BE result, both tenants, no daemon.
+        #[arg(long)]
+        together_be: PathBuf,
+        /// LC result, both tenants and the daemon.
+        #[arg(long)]
+        daemon_lc: PathBuf,
+        /// BE result, both tenants and the daemon.
+        #[arg(long)]
+        daemon_be: PathBuf,
+        /// Node time of one BE dispatch, ms (the model's D).
+        #[arg(long, default_value_t = 250.0)]
+        be_work_ms: f64,
+        /// Report JSON: every number and the criteria.
+        #[arg(long)]
+        out_json: Option<PathBuf>,
+        /// Chart of the LC latency per mode.
+        #[arg(long)]
+        out_svg: Option<PathBuf>,
+    },
+    /// Detection latency and CPU cost of ARM vs polling vs spinning on
+    /// SAMPLE (root; module loaded with sim_nodes >= 1). Exit status 1 if
+    /// a method failed.
+    Detect {
+        /// Simulated node index of the tenant's ring.
+        #[arg(long, default_value_t = 0)]
+        node: u32,
+        /// Trials per method.
+        #[arg(long, default_value_t = 200)]
+        trials: u32,
+        /// Periods of the arm and poll methods, µs.
+        #[arg(long, value_delimiter = ',', default_values_t = [20u32, 50, 100, 1000])]
+        periods_us: Vec<u32>,
+        /// Which detectors.
+        #[arg(long, value_enum, value_delimiter = ',', default_values = ["arm", "poll", "spin"])]
+        methods: Vec<detect::Kind>,
+        /// Length of each no-work CPU measurement, s.
+        #[arg(long, default_value_t = 1.0)]
+        idle_s: f64,
+        /// Calls timed for each ioctl's cost.
+        #[arg(long, default_value_t = 20_000)]
+        calls: u32,
+        /// Node time of each dispatch, µs.
+        #[arg(long, default_value_t = 1)]
+        work_us: u64,
+        /// Seed of the random gaps.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Result JSON.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The tenant process `detect` starts (internal).
+    #[command(hide = true)]
+    DetectTenant {
+        /// Simulated node index.
+        #[arg(long)]
+        node: u32,
+        /// Node time of each dispatch, ns.
+        #[arg(long)]
+        work_ns: u64,
+    },
+}
+
+/// Runs `report`; Ok(false) if a criterion failed.
+fn run_report(
+    files: [&PathBuf; 6],
+    be_work_ms: f64,
+    out_json: Option<&PathBuf>,
+    out_svg: Option<&PathBuf>,
+) -> Result<bool> {
+    let [alone_lc, alone_be, together_lc, together_be, daemon_lc, daemon_be] = files;
+    let alone = (results::read_lc(alone_lc)?, results::read_be(alone_be)?);
+    let together = (
+        results::read_lc(together_lc)?,
+        results::read_be(together_be)?,
+    );
+    let daemon = (results::read_lc(daemon_lc)?, results::read_be(daemon_be)?);
+    let inputs = report::inputs(
+        (&alone.0, &alone.1),
+        (&together.0, &together.1),
+        (&daemon.0, &daemon.1),
+        be_work_ms,
+    );
+    let rows = report::rows(&inputs);
+    let evaluation = report::evaluate(&inputs);
+    print!("{}", report::render(&rows, &evaluation));
+    for (mode, lc) in [
+        ("alone", &alone.0),
+        ("together", &together.0),
+        ("daemon", &daemon.0),
+    ] {
+        if lc.incomplete > 0 || lc.late_submits > 0 {
+            eprintln!(
+                "note: {mode} LC had {} unfinished and {} late request(s)",
+                lc.incomplete, lc.late_submits
+            );
+        }
+    }
+    if let Some(path) = out_json {
+        let value = json!({
+            "note": "simulated node, modelled cost",
+            "inputs": inputs,
+            "rows": rows,
+            "predicted_together_p99_ms": evaluation.predicted_together_p99_ms,
+            "criteria": evaluation.criteria,
+            "pass": evaluation.all_pass(),
+        });
+        results::write_json(path, &value)?;
+    }
+    if let Some(path) = out_svg {
+        let cdfs = [
+            ("alone", alone.0.latencies_ms.as_slice()),
+            ("together", together.0.latencies_ms.as_slice()),
+            ("daemon", daemon.0.latencies_ms.as_slice()),
+        ];
+        let svg = svg::chart(&rows, &cdfs, evaluation.predicted_together_p99_ms);
+        std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(evaluation.all_pass())
+}
+
+fn run(cli: Cli) -> Result<bool> {
+    match cli.command {
+        Command::Lc {
+            node,
+            rate,
+            chain,
+            work_ms,
+            duration_s,
+            seed,
+            out,
+            ready_file,
+            go_file,
+        } => {
+            let r = lc::run(&lc::LcArgs {
+                node,
+                rate,
+                chain,
+                work_ms,
+                duration_s,
+                seed,
+                ready_file,
+                go_file,
+            })?;
+            results::write_json(&out, &r)?;
+            println!(
+                "lc: {} request(s), P50 {:.2} ms, P99 {:.2} ms, P99.9 {:.2} ms",
+                r.requests, r.p50_ms, r.p99_ms, r.p999_ms
+            );
+            Ok(true)
+        }
+        Command::Be {
+            node,
+            work_ms,
+            depth,
+            duration_s,
+            out,
+            ready_file,
+            go_file,
+        } => {
+            let r = be::run(&be::BeArgs {
+                node,
+                work_ms,
+                depth,
+                duration_s,
+                ready_file,
+                go_file,
+            })?;
+            results::write_json(&out, &r)?;
+            println!(
+                "be: {} dispatch(es) completed, {:.0} ms of work, throughput {:.3}",
+                r.dispatches_completed, r.work_done_ms, r.throughput
+            );
+            Ok(true)
+        }
+        Command::Report {
+            alone_lc,
+            alone_be,
+            together_lc,
+            together_be,
+            daemon_lc,
+            daemon_be,
+            be_work_ms,
+            out_json,
+            out_svg,
+        } => run_report(
+            [
+                &alone_lc,
+                &alone_be,
+                &together_lc,
+                &together_be,
+                &daemon_lc,
+                &daemon_be,
+            ],
+            be_work_ms,
+            out_json.as_ref(),
+            out_svg.as_ref(),
+        ),
+        Command::Detect {
+            node,
+            trials,
+            periods_us,
+            methods,
+            idle_s,
+            calls,
+            work_us,
+            seed,
+            out,
+        } => {
+            let idle = Duration::try_from_secs_f64(idle_s)
+                .map_err(|_| "--idle-s must be a finite, non-negative number")?;
+            let r = detect::run(&detect::DetectArgs {
+                node,
+                trials,
+                periods_us,
+                kinds: methods,
+                idle,
+                calls,
+                work_us,
+                seed,
+            })?;
+            print!("{}", detect_table::render(&r));
+            if let Some(path) = &out {
+                results::write_json(path, &r)?;
+            }
+            Ok(r.complete())
+        }
+        Command::DetectTenant { node, work_ns } => {
+            probe::run_tenant(node, work_ns)?;
+            Ok(true)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("kfdp-scenario: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn detect_takes_lists_and_has_the_briefs_defaults() {
+        let cli = Cli::try_parse_from(["kfdp-scenario", "detect"]).unwrap();
+        match cli.command {
+            Command::Detect {
+                trials,
+                periods_us,
+                methods,
+                idle_s,
+                calls,
+                work_us,
+                out,
+                ..
+            } => {
+                assert_eq!((trials, calls, work_us, idle_s), (200, 20_000, 1, 1.0));
+                assert_eq!(periods_us, [20, 50, 100, 1000]);
+                assert_eq!(
+                    methods,
+                    [detect::Kind::Arm, detect::Kind::Poll, detect::Kind::Spin]
+                );
+                assert_eq!(out, None);
+            }
+            _ => panic!("detect did not parse"),
+        }
+        let cli = Cli::try_parse_from([
+            "kfdp-scenario",
+            "detect",
+            "--periods-us",
+            "50,200",
+            "--methods",
+            "spin,arm",
+            "--out",
+            "d.json",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Detect {
+                periods_us,
+                methods,
+                out,
+                ..
+            } => {
+                assert_eq!(periods_us, [50, 200]);
+                assert_eq!(methods, [detect::Kind::Spin, detect::Kind::Arm]);
+                assert_eq!(out, Some(PathBuf::from("d.json")));
+            }
+            _ => panic!("detect did not parse"),
+        }
+        assert!(Cli::try_parse_from(["kfdp-scenario", "detect", "--methods", "busy"]).is_err());
+        // The tenant's subcommand exists but is not advertised.
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("detect") && !help.contains("detect-tenant"));
+        assert!(Cli::try_parse_from([
+            "kfdp-scenario",
+            "detect-tenant",
+            "--node",
+            "1",
+            "--work-ns",
+            "1000"
+        ])
+        .is_ok());
+    }
+}
