@@ -116,7 +116,7 @@ pub(crate) struct Armed {
     last_write: KVec<Atomic<u64>>,
     condition: Condition,
     period: Delta,
-    eventfd: EventFd,
+    eventfd: Arc<EventFd>,
     /// Time of the last sample that saw work, in ns of CLOCK_MONOTONIC.
     busy_at: Atomic<i64>,
     fired: Atomic<bool>,
@@ -140,8 +140,10 @@ impl Armed {
         for (w, last) in self.watches.iter().zip(self.last_write.iter()) {
             let (r, wr) = w.indices();
             // A moved write index is demand even if it already retired: a
-            // short burst can come and go within one period.
-            busy |= wr != r || last.xchg(wr, Relaxed) != wr;
+            // short burst can come and go within one period. Always
+            // recorded, so that the next sample compares with this one.
+            let moved = last.xchg(wr, Relaxed) != wr;
+            busy |= wr != r || moved;
         }
         let now = now_ns();
         match self.condition {
@@ -175,9 +177,73 @@ impl HrTimerCallback for Armed {
     }
 }
 
-/// The timer of an armed owner; dropping it stops the timer and waits for a
-/// running callback.
-pub(crate) type ArmedHandle = ArcHrTimerHandle<Armed>;
+/// An owner's armed sampler: what it samples, and its timer. Dropping it
+/// stops the timer (waiting for a running callback) before the watches it
+/// holds can be unpinned.
+pub(crate) struct Sampler {
+    /// Kept for its drop, which cancels the timer; declared first, so that
+    /// it is dropped before `armed` and the watches `armed` holds.
+    _timer: ArcHrTimerHandle<Armed>,
+    armed: Arc<Armed>,
+}
+
+impl Sampler {
+    /// Creates and starts a sampler; the first sample is taken at once.
+    fn start(
+        watches: &[Arc<Watch>],
+        condition: Condition,
+        period: Delta,
+        eventfd: Arc<EventFd>,
+        busy_at: i64,
+    ) -> Result<Self> {
+        let mut held = KVec::with_capacity(watches.len(), GFP_KERNEL)?;
+        let mut last_write = KVec::with_capacity(watches.len(), GFP_KERNEL)?;
+        for w in watches {
+            last_write.push(Atomic::new(w.indices().1), GFP_KERNEL)?;
+            held.push(w.clone(), GFP_KERNEL)?;
+        }
+        let armed = Arc::pin_init(
+            pin_init!(Armed {
+                timer <- HrTimer::new(),
+                watches: held,
+                last_write,
+                condition,
+                period,
+                eventfd,
+                busy_at: Atomic::new(busy_at),
+                fired: Atomic::new(false),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Self {
+            _timer: armed.clone().start(Delta::from_nanos(0)),
+            armed,
+        })
+    }
+}
+
+/// After watches were removed (UNWATCH, DETACH), an armed sampler must not
+/// keep sampling them, nor keep them pinned: it is replaced by one over
+/// the owner's remaining watches, with the same condition and eventfd and
+/// the idle time it had counted. Returns the old sampler, for the caller
+/// to drop once it has unlocked. A sampler that already fired is simply
+/// ended, as is one that cannot be replaced for want of memory (the
+/// caller's eventfd then never fires: the daemon's next ARM restores it).
+pub(crate) fn resample<T>(state: &mut State<T>) -> Option<Sampler> {
+    let old = state.armed.take()?;
+    let a = &old.armed;
+    if !a.fired.load(Relaxed) {
+        state.armed = Sampler::start(
+            &state.watches,
+            a.condition,
+            a.period,
+            a.eventfd.clone(),
+            a.busy_at.load(Relaxed),
+        )
+        .ok();
+    }
+    Some(old)
+}
 
 /// Copies in the `kfdp_queue_ref` entries of a WATCH or UNWATCH.
 fn read_refs(w: &kfdp_watch) -> Result<KVec<kfdp_queue_ref>> {
@@ -226,7 +292,7 @@ fn watch_one<B: Backend>(
         .ok_or(ENOENT)?;
     // Only AQL queues have the read/write dispatch ids this reads; PM4 and
     // SDMA queues count other units.
-    if qi.queue_type != uapi_queue_type_compute_aql()
+    if qi.queue_type != uapi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
         || qi.read_pointer_address == 0
         || qi.write_pointer_address == 0
     {
@@ -245,11 +311,6 @@ fn watch_one<B: Backend>(
         read,
         write,
     })
-}
-
-/// KFD_IOC_QUEUE_TYPE_COMPUTE_AQL of include/uapi/linux/kfd_ioctl.h.
-const fn uapi_queue_type_compute_aql() -> u32 {
-    2
 }
 
 fn is_watched(watches: &[Arc<Watch>], e: &kfdp_queue_ref) -> Option<usize> {
@@ -280,8 +341,9 @@ pub(crate) fn watch<B: Backend>(
     header().writer().write(&w)?;
     write_refs(&w, &refs)?;
 
-    // Unpinning may sleep and is not ours to do under the owner's lock.
+    // Unpinning (and stopping a sampler) is done after unlocking.
     let mut dropped = KVec::new();
+    let mut old_sampler = None;
     {
         let mut guard = owner.state.lock();
         let state = &mut *guard;
@@ -304,7 +366,11 @@ pub(crate) fn watch<B: Backend>(
                 }
             };
         }
+        if !add && !dropped.is_empty() {
+            old_sampler = resample(state);
+        }
     }
+    drop(old_sampler);
     drop(dropped);
     w.num_ok = refs.iter().filter(|e| e.status == 0).count() as u32;
     write_refs(&w, &refs).and_then(|()| header().writer().write(&w))
@@ -416,35 +482,17 @@ pub(crate) fn arm<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) ->
     if !(MIN_PERIOD_US..=MAX_PERIOD_US).contains(&a.period_us) {
         return Err(EINVAL);
     }
-    let eventfd = EventFd::get(a.eventfd)?;
+    let eventfd = Arc::new(EventFd::get(a.eventfd)?, GFP_KERNEL)?;
+    let period = Delta::from_micros(i64::from(a.period_us));
 
     let mut guard = owner.state.lock();
     let state = &mut *guard;
     if state.closed {
         return Err(EBADF);
     }
-    let old = state.armed.take();
-    let mut watches = KVec::with_capacity(state.watches.len(), GFP_KERNEL)?;
-    let mut last_write = KVec::with_capacity(state.watches.len(), GFP_KERNEL)?;
-    for w in state.watches.iter() {
-        last_write.push(Atomic::new(w.indices().1), GFP_KERNEL)?;
-        watches.push(w.clone(), GFP_KERNEL)?;
-    }
-    let armed = Arc::pin_init(
-        pin_init!(Armed {
-            timer <- HrTimer::new(),
-            watches,
-            last_write,
-            condition,
-            period: Delta::from_micros(i64::from(a.period_us)),
-            eventfd,
-            busy_at: Atomic::new(now_ns()),
-            fired: Atomic::new(false),
-        }),
-        GFP_KERNEL,
-    )?;
-    // The first sample at once: a condition that already holds fires now.
-    state.armed = Some(armed.start(Delta::from_nanos(0)));
+    // Built before the old one goes: a failure leaves the old one armed.
+    let sampler = Sampler::start(&state.watches, condition, period, eventfd, now_ns())?;
+    let old = state.armed.replace(sampler);
     drop(guard);
     drop(old);
     Ok(())

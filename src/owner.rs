@@ -108,7 +108,7 @@ pub(crate) struct State<T> {
     /// Watched queues (activity detection), in the order they were watched.
     pub(crate) watches: KVec<Arc<crate::activity::Watch>>,
     /// The armed sampler, if any.
-    pub(crate) armed: Option<crate::activity::ArmedHandle>,
+    pub(crate) armed: Option<crate::activity::Sampler>,
 }
 
 /// One open `/dev/kfd_preempt` file.
@@ -264,12 +264,21 @@ impl<B: Backend> Owner<B> {
             }
             match state.watches.remove(i) {
                 // Without memory the pin is dropped here, under the lock.
-                Ok(w) => drop(unwatched.push(w, GFP_KERNEL)),
+                Ok(w) => {
+                    let _ = unwatched.push(w, GFP_KERNEL);
+                }
                 Err(_) => break,
             }
         }
+        let sampler = if unwatched.is_empty() {
+            None
+        } else {
+            crate::activity::resample(&mut state)
+        };
         drop(state);
-        // Unpinning happens here, outside our lock.
+        // Unpinning happens here, outside our lock: the old sampler (which
+        // holds watches too) first.
+        drop(sampler);
         drop(gone);
         drop(unwatched);
         Ok(())

@@ -33,6 +33,12 @@ mod header {
 #[allow(unused_imports)]
 pub(crate) use header::*;
 
+/// `kfdp_queue_info::queue_type` values: KFD_IOC_QUEUE_TYPE_* of
+/// include/uapi/linux/kfd_ioctl.h.
+pub(crate) const KFD_IOC_QUEUE_TYPE_COMPUTE: u32 = 0;
+pub(crate) const KFD_IOC_QUEUE_TYPE_SDMA: u32 = 1;
+pub(crate) const KFD_IOC_QUEUE_TYPE_COMPUTE_AQL: u32 = 2;
+
 pub(crate) const KFDP_IOC_INFO: u32 = _IOR::<kfdp_info>(KFDP_IOC_MAGIC, 0x00);
 pub(crate) const KFDP_IOC_ATTACH: u32 = _IOWR::<kfdp_attach>(KFDP_IOC_MAGIC, 0x01);
 pub(crate) const KFDP_IOC_DETACH: u32 = _IOW::<kfdp_detach>(KFDP_IOC_MAGIC, 0x02);

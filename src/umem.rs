@@ -10,8 +10,7 @@ use kernel::prelude::*;
 
 use crate::glue;
 
-/// Size of a page on every architecture the module builds for.
-pub(crate) const PAGE_SIZE: usize = 4096;
+pub(crate) use kernel::page::PAGE_SIZE;
 
 /// One page of a user address space, pinned long term and mapped in the
 /// kernel, read (and, for the simulated node, written) with single 64-bit
@@ -20,15 +19,18 @@ pub(crate) const PAGE_SIZE: usize = 4096;
 /// # Invariants
 ///
 /// `page` was pinned by `kfdp_umem_pin` and is unpinned only by [`Drop`];
-/// `base` is its kernel address (page aligned), valid while it is pinned.
+/// `base` is its kernel address (page aligned), valid while it is pinned;
+/// `charged` is the mm the pin is charged to (or null), as that call gave it.
 pub(crate) struct UserPage {
     page: NonNull<glue::page>,
     base: NonNull<u8>,
     write: bool,
+    charged: *mut glue::mm_struct,
 }
 
-// SAFETY: A pinned page may be read, written and unpinned from any thread;
-// the accesses below are single aligned 64-bit volatile accesses, as
+// SAFETY: A pinned page may be read, written and unpinned from any thread
+// (the charged mm is only an mm_count reference and an atomic counter); the
+// accesses below are single aligned 64-bit volatile accesses, as
 // READ_ONCE/WRITE_ONCE are.
 unsafe impl Send for UserPage {}
 
@@ -45,20 +47,28 @@ impl UserPage {
     pub(crate) unsafe fn pin(mm: *mut glue::mm_struct, addr: u64, write: bool) -> Result<Self> {
         let mut page = core::ptr::null_mut();
         let mut kaddr = core::ptr::null_mut();
+        let mut charged = core::ptr::null_mut();
         let start = addr & !(PAGE_SIZE as u64 - 1);
-        // SAFETY: The caller keeps `mm` valid; `page` and `kaddr` are valid
-        // places for the results.
-        let r = unsafe { glue::kfdp_umem_pin(mm, start, write, &mut page, &mut kaddr) };
+        // SAFETY: The caller keeps `mm` valid; `page`, `kaddr` and `charged`
+        // are valid places for the results.
+        let r =
+            unsafe { glue::kfdp_umem_pin(mm, start, write, &mut page, &mut kaddr, &mut charged) };
         if r < 0 {
             return Err(Error::from_errno(r));
         }
         match (NonNull::new(page), NonNull::new(kaddr.cast::<u8>())) {
-            // INVARIANT: `kfdp_umem_pin` pinned `page` and returned the
-            // kernel address of its start (`start` is page aligned).
-            (Some(page), Some(base)) => Ok(Self { page, base, write }),
+            // INVARIANT: `kfdp_umem_pin` pinned `page`, charged it to
+            // `charged` and returned the kernel address of its start
+            // (`start` is page aligned).
+            (Some(page), Some(base)) => Ok(Self {
+                page,
+                base,
+                write,
+                charged,
+            }),
             (Some(page), None) => {
-                // SAFETY: Pinned just above and not used again.
-                unsafe { glue::kfdp_umem_unpin(page.as_ptr(), false) };
+                // SAFETY: Pinned and charged just above; not used again.
+                unsafe { glue::kfdp_umem_unpin(page.as_ptr(), false, charged) };
                 Err(EFAULT)
             }
             _ => Err(EFAULT),
@@ -94,9 +104,9 @@ impl UserPage {
 
 impl Drop for UserPage {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant `page` is pinned; it is not used
-        // again.
-        unsafe { glue::kfdp_umem_unpin(self.page.as_ptr(), self.write) };
+        // SAFETY: By the type invariant `page` is pinned and charged to
+        // `charged`; neither is used again.
+        unsafe { glue::kfdp_umem_unpin(self.page.as_ptr(), self.write, self.charged) };
     }
 }
 

@@ -95,15 +95,17 @@ void kfdp_nodes_forget(void);
 /*
  * Activity detection (kfdp_umem.c): pins the page holding the 64-bit word at
  * user address @addr of @mm (long term, writable if @write) and gives its
- * kernel address, valid until kfdp_umem_unpin(). 0, -EFAULT (unaligned or
- * not pinnable), -ESRCH (@mm has no users left) or another -errno.
+ * kernel address, valid until kfdp_umem_unpin(). The pin is charged to the
+ * caller's RLIMIT_MEMLOCK; @charged (or NULL) is handed back to the unpin.
+ * 0, -EFAULT (unaligned or not pinnable), -ESRCH (@mm has no users left),
+ * -ENOMEM (RLIMIT_MEMLOCK), -EINTR (killed) or another -errno.
  */
 struct mm_struct;
 struct page;
 struct eventfd_ctx;
 int kfdp_umem_pin(struct mm_struct *mm, __u64 addr, bool write,
-		  struct page **page, void **kaddr);
-void kfdp_umem_unpin(struct page *page, bool dirty);
+		  struct page **page, void **kaddr, struct mm_struct **charged);
+void kfdp_umem_unpin(struct page *page, bool dirty, struct mm_struct *charged);
 int kfdp_eventfd_get(int fd, struct eventfd_ctx **out);
 void kfdp_eventfd_signal(struct eventfd_ctx *ctx);
 void kfdp_eventfd_put(struct eventfd_ctx *ctx);

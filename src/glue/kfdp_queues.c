@@ -611,12 +611,18 @@ static u32 kfdp_queue_state(struct kfd_process_device *pdd, struct queue *q)
 	return s;
 }
 
-/* KFD_IOC_QUEUE_TYPE_* values of the uapi, from amdkfd's internal types. */
-static u32 kfdp_uapi_queue_type(enum kfd_queue_type type)
+/*
+ * KFD_IOC_QUEUE_TYPE_* values of the uapi, from amdkfd's internal types.
+ * kfd_ioctl_create_queue() turns KFD_IOC_QUEUE_TYPE_COMPUTE_AQL into type
+ * COMPUTE with format AQL: report what the tenant asked for, since only
+ * AQL queues have the read and write dispatch ids activity detection reads.
+ */
+static u32 kfdp_uapi_queue_type(const struct queue_properties *qp)
 {
-	switch (type) {
+	switch (qp->type) {
 	case KFD_QUEUE_TYPE_COMPUTE:
-		return KFD_IOC_QUEUE_TYPE_COMPUTE;
+		return qp->format == KFD_QUEUE_FORMAT_AQL ? KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
+							   : KFD_IOC_QUEUE_TYPE_COMPUTE;
 	case KFD_QUEUE_TYPE_SDMA:
 		return KFD_IOC_QUEUE_TYPE_SDMA;
 	case KFD_QUEUE_TYPE_SDMA_XGMI:
@@ -634,7 +640,7 @@ static void kfdp_fill_info(struct kfdp_queue_info *qi,
 	memset(qi, 0, sizeof(*qi));
 	qi->gpu_id = pdd->user_gpu_id;
 	qi->queue_id = qp->queue_id;
-	qi->queue_type = kfdp_uapi_queue_type(qp->type);
+	qi->queue_type = kfdp_uapi_queue_type(qp);
 	qi->state = kfdp_queue_state(pdd, q);
 	qi->ring_base_address = qp->queue_address;
 	qi->ring_size = qp->queue_size;

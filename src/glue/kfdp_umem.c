@@ -14,35 +14,87 @@
 #include <linux/eventfd.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 
 #include "kfdp_glue.h"
 
+/*
+ * Pins count against the caller's RLIMIT_MEMLOCK, in its mm's pinned_vm,
+ * as RDMA's and io_uring's long-term pins do: the caller is who asked for
+ * the pin (a scheduler's WATCH, a simulated tenant's CREATE_RING), whoever
+ * owns the memory. @charged keeps that mm (mm_count) for the uncharge.
+ */
+static int kfdp_umem_charge(struct mm_struct **charged)
+{
+	struct mm_struct *me = current->mm;
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+
+	*charged = NULL;
+	if (!me)
+		return 0;
+	if (atomic64_add_return(1, &me->pinned_vm) > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_dec(&me->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(me);
+	*charged = me;
+	return 0;
+}
+
+static void kfdp_umem_uncharge(struct mm_struct *charged)
+{
+	if (charged) {
+		atomic64_dec(&charged->pinned_vm);
+		mmdrop(charged);
+	}
+}
+
 int kfdp_umem_pin(struct mm_struct *mm, u64 addr, bool write,
-		  struct page **page, void **kaddr)
+		  struct page **page, void **kaddr, struct mm_struct **charged)
 {
 	unsigned int flags = FOLL_LONGTERM | (write ? FOLL_WRITE : 0);
 	unsigned long start = addr & PAGE_MASK;
 	long pinned;
+	int r;
 
 	/* One naturally aligned 64-bit word: never straddles a page. */
 	if (!addr || !IS_ALIGNED(addr, sizeof(u64)) || addr >= TASK_SIZE_MAX)
 		return -EFAULT;
-	if (!mmget_not_zero(mm))
-		return -ESRCH;
-	mmap_read_lock(mm);
+	r = kfdp_umem_charge(charged);
+	if (r)
+		return r;
+	if (!mmget_not_zero(mm)) {
+		r = -ESRCH;
+		goto uncharge;
+	}
+	if (mmap_read_lock_killable(mm)) {
+		r = -EINTR;
+		goto put;
+	}
 	pinned = pin_user_pages_remote(mm, start, 1, flags, page, NULL);
 	mmap_read_unlock(mm);
-	mmput(mm);
-	if (pinned != 1)
-		return pinned < 0 ? (int)pinned : -EFAULT;
-	/* x86-64 and arm64 have no highmem: a pinned page stays mapped. */
-	*kaddr = page_address(*page) + offset_in_page(addr);
-	return 0;
+	r = pinned == 1 ? 0 : pinned < 0 ? (int)pinned : -EFAULT;
+put:
+	/*
+	 * Async: if the target exited meanwhile, this is the last user and
+	 * its teardown (amdkfd's included) must not run in the caller's ioctl.
+	 */
+	mmput_async(mm);
+	if (!r) {
+		/* x86-64 and arm64 have no highmem: a pinned page stays mapped. */
+		*kaddr = page_address(*page) + offset_in_page(addr);
+		return 0;
+	}
+uncharge:
+	kfdp_umem_uncharge(*charged);
+	*charged = NULL;
+	return r;
 }
 
-void kfdp_umem_unpin(struct page *page, bool dirty)
+void kfdp_umem_unpin(struct page *page, bool dirty, struct mm_struct *charged)
 {
 	unpin_user_pages_dirty_lock(&page, 1, dirty);
+	kfdp_umem_uncharge(charged);
 }
 
 int kfdp_eventfd_get(int fd, struct eventfd_ctx **out)

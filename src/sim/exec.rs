@@ -41,6 +41,9 @@ use crate::activity::now_ns;
 /// Longest time the driver sleeps while ring queues exist: the latest a
 /// retired dispatch's read index is written back.
 const DRIVER_PERIOD_NS: i64 = 1_000_000;
+/// Most dispatches one call retires (a tenant can publish rings of empty
+/// dispatches): the rest wait for the next call, a millisecond later.
+const MAX_RETIRE_PER_RUN: u32 = 4096;
 
 /// One node's execution state.
 #[derive(Clone, Copy, Default)]
@@ -51,6 +54,9 @@ pub(crate) struct NodeExec {
     /// last started running.
     running: Option<(u64, u32)>,
     run_from: i64,
+    /// The dispatch a cycle or MES call interrupted: it runs first again if
+    /// its queue is still mapped, so that a cycle does not reorder the node.
+    interrupted: Option<(u64, u32)>,
     /// Dispatches retired on the node.
     pub(crate) retired: u64,
 }
@@ -68,8 +74,18 @@ impl State {
         Some((pi, qi))
     }
 
-    /// The mapped ring queue of `node` whose visible head came first.
+    /// The mapped ring queue of `node` whose visible head came first (or
+    /// the one a cycle interrupted).
     fn pick(&self, node: u32) -> Option<(usize, usize, i64)> {
+        if let Some((pi, qi)) = self.exec[node as usize]
+            .interrupted
+            .and_then(|(p, q)| self.locate(p, q))
+        {
+            let q = &self.processes[pi].queues[qi];
+            if let Some(r) = q.ring.as_ref().filter(|r| q.mapped && r.has_work()) {
+                return Some((pi, qi, r.head_submit_ns()));
+            }
+        }
         let mut best: Option<(usize, usize, i64)> = None;
         for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
             for (qi, q) in p.queues.iter().enumerate() {
@@ -89,7 +105,7 @@ impl State {
     /// Runs `node` up to `now`; returns when its running dispatch ends.
     pub(crate) fn run_node(&mut self, node: u32, now: i64) -> Option<i64> {
         let n = node as usize;
-        loop {
+        for _ in 0..MAX_RETIRE_PER_RUN {
             let ex = self.exec[n];
             let (pi, qi) = match ex.running.and_then(|(p, q)| self.locate(p, q)) {
                 Some(at) if self.processes[at.0].queues[at.1].mapped => at,
@@ -108,6 +124,7 @@ impl State {
                     if let Some(r) = p.queues[qi].ring.as_mut() {
                         r.start_head(start);
                     }
+                    self.exec[n].interrupted = None;
                     self.exec[n].running = Some(id);
                     self.exec[n].run_from = start;
                     (pi, qi)
@@ -128,6 +145,8 @@ impl State {
             self.exec[n].running = None;
             self.exec[n].clock = end;
         }
+        // Not done: the driver comes back at once.
+        Some(now)
     }
 
     /// Stops `node`'s running dispatch at `now`, keeping the work it has
@@ -140,6 +159,9 @@ impl State {
             if let Some(r) = self.processes[pi].queues[qi].ring.as_mut() {
                 r.remaining_ns = r.remaining_ns.map(|left| left.saturating_sub(ran));
             }
+        }
+        if self.exec[n].running.is_some() {
+            self.exec[n].interrupted = self.exec[n].running;
         }
         self.exec[n].running = None;
     }

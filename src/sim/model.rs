@@ -54,9 +54,11 @@ pub(crate) const MAX_PRIORITY: u32 = 15;
 const MAX_DELAY_NS: u64 = 1_000_000_000;
 
 /// KFD_IOC_QUEUE_TYPE_* of include/uapi/linux/kfd_ioctl.h.
-pub(crate) const QUEUE_TYPE_COMPUTE: u32 = 0;
-pub(crate) const QUEUE_TYPE_SDMA: u32 = 1;
-pub(crate) const QUEUE_TYPE_COMPUTE_AQL: u32 = 2;
+pub(crate) use crate::uapi::{
+    KFD_IOC_QUEUE_TYPE_COMPUTE as QUEUE_TYPE_COMPUTE,
+    KFD_IOC_QUEUE_TYPE_COMPUTE_AQL as QUEUE_TYPE_COMPUTE_AQL,
+    KFD_IOC_QUEUE_TYPE_SDMA as QUEUE_TYPE_SDMA, //
+};
 
 /// One simulated user-mode queue.
 pub(crate) struct Queue {

@@ -13,6 +13,7 @@ use kernel::{
     prelude::*,
     sync::barrier::{
         smp_mb,
+        Read,
         Write, //
     },
 };
@@ -55,8 +56,13 @@ pub(crate) struct Ring {
     write_index: UserWord,
     /// The read index the node last wrote: packets retired.
     pub(crate) retired: u64,
-    /// The write index the node has seen (doorbell or map).
+    /// The write index the node has seen (doorbell or map); never behind
+    /// `retired`, never more than a ring ahead of it.
     seen: u64,
+    /// When each visible packet became visible, by slot: kept here, not in
+    /// the tenant's copy (`submit_ns`), which the tenant could rewrite to
+    /// jump the queue.
+    submitted: KVec<i64>,
     /// Work left of the head dispatch once it started.
     pub(crate) remaining_ns: Option<u64>,
 }
@@ -90,10 +96,13 @@ impl Ring {
         {
             return Err(EINVAL);
         }
-        let npages = len.div_ceil(PAGE_SIZE as u64) as usize;
+        // From the page holding the ring's start: a ring need only be
+        // 64-byte aligned, so it may begin anywhere in its first page.
+        let first = addrs.ring & !(PAGE_SIZE as u64 - 1);
+        let npages = ((addrs.ring - first) + len).div_ceil(PAGE_SIZE as u64) as usize;
         let mut pages = KVec::with_capacity(npages, GFP_KERNEL)?;
         for i in 0..npages {
-            let addr = addrs.ring + (i * PAGE_SIZE) as u64;
+            let addr = first + (i * PAGE_SIZE) as u64;
             // SAFETY: The caller's guarantee on `mm` is passed on.
             pages.push(unsafe { UserPage::pin(mm, addr, true)? }, GFP_KERNEL)?;
         }
@@ -101,6 +110,8 @@ impl Ring {
         let read_index = unsafe { UserWord::pin(mm, addrs.read_index, true)? };
         // SAFETY: As above.
         let write_index = unsafe { UserWord::pin(mm, addrs.write_index, false)? };
+        let mut submitted = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        submitted.resize(n as usize, 0, GFP_KERNEL)?;
         // The tenant starts from whatever its indices hold, as ROCr does.
         let start = write_index.read();
         read_index.write(start);
@@ -111,6 +122,7 @@ impl Ring {
             write_index,
             retired: start,
             seen: start,
+            submitted,
             remaining_ns: None,
         })
     }
@@ -134,14 +146,22 @@ impl Ring {
         }
     }
 
+    fn slot(&self, index: u64) -> usize {
+        (index & u64::from(self.addrs.packets - 1)) as usize
+    }
+
     /// A packet is visible: published before a doorbell or map the node saw.
     pub(crate) fn has_work(&self) -> bool {
-        self.retired != self.seen
+        // `seen` is kept within a ring of `retired` (see `observe`).
+        self.seen != self.retired
     }
 
     /// When the head packet became visible.
     pub(crate) fn head_submit_ns(&self) -> i64 {
-        self.get(self.retired, OFF_SUBMIT) as i64
+        self.submitted
+            .get(self.slot(self.retired))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Work of the head dispatch (0 for anything but a dispatch).
@@ -177,14 +197,22 @@ impl Ring {
     /// and stamps the packets that became visible.
     pub(crate) fn observe(&mut self, now: i64) {
         let published = self.write_index.read();
-        // A tenant may publish at most a ring ahead; anything else is a
-        // broken tenant, whose extra packets are not seen.
+        // The packets are read after the index that published them.
+        smp_mb(Read);
+        // A tenant may publish at most a ring ahead of what retired, and
+        // cannot take back what the node saw; anything else is a broken
+        // tenant, and is ignored.
         let ahead = published.wrapping_sub(self.retired);
-        if ahead > u64::from(self.addrs.packets) {
+        let seen = self.seen.wrapping_sub(self.retired);
+        if ahead > u64::from(self.addrs.packets) || ahead <= seen {
             return;
         }
         let mut i = self.seen;
-        while i != published && i.wrapping_sub(self.retired) < ahead {
+        while i != published {
+            let slot = self.slot(i);
+            if let Some(t) = self.submitted.get_mut(slot) {
+                *t = now;
+            }
             self.set(i, OFF_SUBMIT, now as u64);
             i = i.wrapping_add(1);
         }

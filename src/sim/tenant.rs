@@ -179,6 +179,16 @@ impl Tenant {
         };
         let task = kernel::current!();
         let mm = task.mm().ok_or(EINVAL)?;
+        {
+            // The ring is pinned in the caller's address space but found
+            // through the process's (QUERY, WATCH): they must be one, as
+            // amdkfd refuses a /dev/kfd used from another process.
+            let st = self.sim.state.lock();
+            let pi = st.find(self.id).ok_or(ESRCH)?;
+            if st.processes[pi].mm.as_raw() != mm.as_raw() {
+                return Err(EBADF);
+            }
+        }
         // SAFETY: `mm` is the calling task's address space, which stays
         // valid (with its mm_count) while this ioctl runs.
         let ring = unsafe { Ring::pin(mm.as_raw().cast(), addrs)? };

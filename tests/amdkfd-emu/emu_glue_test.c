@@ -179,6 +179,33 @@ static void hws_starts_with_runlist(struct kunit *test)
 	expect_consistent(test, en, true);
 }
 
+/*
+ * QUERY of amdkfd's own queues: an AQL queue (type COMPUTE, format AQL
+ * inside amdkfd) reports KFD_IOC_QUEUE_TYPE_COMPUTE_AQL and its read and
+ * write pointers, which is what WATCH requires.
+ */
+static void hws_query_reports_aql_and_pointers(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *a = proc(test, en, 1, 2);
+	struct kfdp_queue_info qi[2];
+	u32 total = 0;
+
+	u32 i;
+
+	KUNIT_ASSERT_EQ(test, 0, kfdp_target_query(&a->t, 0, qi, 2, &total));
+	KUNIT_ASSERT_EQ(test, 2, total);
+	for (i = 0; i < 2; i++) {
+		const struct queue_properties *qp;
+
+		KUNIT_ASSERT_LT(test, qi[i].queue_id, 2);
+		qp = &a->q[qi[i].queue_id]->properties;
+		KUNIT_EXPECT_EQ(test, KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, qi[i].queue_type);
+		KUNIT_EXPECT_EQ(test, (u64)(uintptr_t)qp->read_ptr, qi[i].read_pointer_address);
+		KUNIT_EXPECT_EQ(test, (u64)(uintptr_t)qp->write_ptr, qi[i].write_pointer_address);
+	}
+}
+
 /* 8 of 16 queues over 4 processes: one unmap and one runlist, both ways. */
 static void hws_batch_costs_one_cycle(struct kunit *test)
 {
@@ -1200,6 +1227,7 @@ static struct kunit_case kfdp_amdkfd_hws_cases[] = {
 	KUNIT_CASE(hws_batch_costs_one_cycle),
 	KUNIT_CASE(hws_batch_over_two_nodes),
 	KUNIT_CASE(hws_runlist_debugfs_dump),
+	KUNIT_CASE(hws_query_reports_aql_and_pointers),
 	KUNIT_CASE(hws_mqd_preserved),
 	KUNIT_CASE(hws_tenant_update_keeps_preemption),
 	KUNIT_CASE(hws_destroy_while_preempted),

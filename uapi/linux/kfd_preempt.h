@@ -209,7 +209,9 @@ struct kfdp_freeze {
  * not watched for UNWATCH); EINVAL bad handle or gpu_id; ESRCH target
  * exited; ENOENT no such queue; EOPNOTSUPP a queue without AQL indices
  * (SDMA, or a simulated queue without a ring); EFAULT the indices are not
- * in pinnable memory; ENOSPC the owner already watches max_watches queues.
+ * in pinnable memory; ENOSPC the owner already watches max_watches queues;
+ * ENOMEM the caller's RLIMIT_MEMLOCK (a watch pins up to two pages, charged
+ * to the caller).
  */
 struct kfdp_watch {
 	__u64 entries_ptr;	/*  0 in/out: struct kfdp_queue_ref[] */
@@ -260,8 +262,8 @@ struct kfdp_sample {
  *    index for idle_us.
  * A new ARM replaces the previous one; KFDP_ARM_OFF (eventfd -1) disarms.
  * EINVAL: unknown condition, period_us outside [min_watch_period_us,
- * 1000000], idle_us above 10000000, or nonzero reserved; EBADF: not an
- * eventfd.
+ * 1000000], idle_us with ANY_BUSY or above 10000000, nonzero reserved, or
+ * an fd that is not an eventfd; EBADF: not an open fd.
  */
 enum {
 	KFDP_ARM_OFF = 0,
@@ -347,7 +349,8 @@ struct kfdp_sim_packet {	/* 64 bytes */
  * EINVAL: node out of range, ring_packets not a power of two in
  * [1, 1024], addresses not aligned (ring: 64 bytes; indices: 8 bytes),
  * the two indices overlapping each other or the ring, or nonzero
- * reserved; EFAULT: memory that cannot be pinned writable.
+ * reserved; EFAULT: memory that cannot be pinned writable; ENOMEM: the
+ * caller's RLIMIT_MEMLOCK; EBADF: the tenant file used from another process.
  */
 struct kfdp_sim_ring_create {	/* 48 bytes */
 	__u32 node;		/*  0 in */
