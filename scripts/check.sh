@@ -107,6 +107,10 @@ vm_out=$(kfdp_phase vm-pid-attach tests/vm/run pid_attach=1 --no-kunit \
 echo "$vm_out"
 count "$(grep -E '^vm: ' <<<"$vm_out")"
 
+# The motivating scenario (make scenario) with and without kfd-preemptd:
+# one case per criterion of its report.
+suite scenario tests/vm/scenario_check.sh
+
 # The module as DKMS builds it for an operator, loaded in the VM.
 suite dkms tests/dkms/dkms_test.sh
 
