@@ -15,7 +15,9 @@
  * KFDP_HW_DESTRUCTIVE=1 (allow the preemption-timeout check on hardware).
  */
 #define _GNU_SOURCE
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -143,6 +145,92 @@ static int moves(struct kit_tenant *t, struct kit_queue *q)
 	__u64 a = progress(t, q);
 
 	return kit_wait_progress(t, q, a, PROGRESS_MS) > a;
+}
+
+/* WATCH and SAMPLE one queue: its activity record, or -errno. */
+static int watch_and_sample(int owner, __u32 handle, const struct kit_queue *q,
+			    struct kfdp_activity *act)
+{
+	struct kfdp_queue_ref r = { handle, q->gpu_id, q->queue_id, 0 };
+	struct kfdp_watch w = {
+		.entries_ptr = (__u64)(uintptr_t)&r, .num_entries = 1, .entry_size = sizeof(r),
+	};
+	struct kfdp_sample smp = {
+		.entries_ptr = (__u64)(uintptr_t)act, .entry_size = sizeof(*act), .capacity = 1,
+	};
+
+	if (ioctl(owner, KFDP_IOC_WATCH, &w) || (r.status && r.status != KFDP_R_ALREADY))
+		return r.status < 0 ? r.status : -errno;
+	if (ioctl(owner, KFDP_IOC_SAMPLE, &smp))
+		return -errno;
+	return smp.num_watches == 1 ? 0 : -ENOENT;
+}
+
+/*
+ * Activity detection on a real AQL queue (ABI 1.2): WATCH pins the
+ * runtime's read and write dispatch ids; an idle queue is not pending; an
+ * ARMed ANY_BUSY wakes its eventfd when a dispatch is published; the read
+ * index catches up once the dispatch completed (its delay is
+ * kfdp-hw-probe's rptr_writeback). The simulated driver's queues have no
+ * rings: sim_activity_test covers the same on simulated ring queues.
+ */
+TEST_F_TIMEOUT(kit, activity_sees_dispatches, 120)
+{
+	struct kfdp_arm arm = { .condition = KFDP_ARM_ANY_BUSY, .period_us = 50 };
+	struct kfdp_activity act;
+	struct kit_kernel k;
+	struct kit_queue q;
+	struct setup s;
+	struct kit_gpu *g;
+	hsa_signal_t done;
+	hsa_queue_t *hq;
+	__u64 *stamps;
+	__u32 *args;
+	char why[256];
+	int efd, i;
+
+	if (is_sim(self->drv))
+		SKIP(return, "the simulated driver's queues have no rings (sim_activity_test covers ring queues)");
+	ASSERT_EQ(0, setup_open(&s, self->drv));
+	g = kit_hsa_gpu(&s.t);
+	ASSERT_EQ(0, kit_gpu_kernel(g, "stamp", &k, why, sizeof(why))) TH_LOG("%s", why);
+	stamps = kit_gpu_alloc(g, 64 * sizeof(*stamps));
+	args = kit_gpu_kernarg(g, k.kernarg_size);
+	hq = kit_gpu_queue(g, HSA_QUEUE_TYPE_MULTI);
+	ASSERT_TRUE(stamps && args && hq);
+	ASSERT_EQ(0, kit_hsa_identify(s.owner, s.handle, hq->base_address, &q));
+	ASSERT_EQ(0, watch_and_sample(s.owner, s.handle, &q, &act))
+		TH_LOG("WATCH of an AQL queue of the runtime");
+	EXPECT_EQ(0, act.flags & KFDP_ACT_PENDING) TH_LOG("an idle queue is pending");
+	efd = eventfd(0, EFD_CLOEXEC);
+	ASSERT_LE(0, efd);
+	arm.eventfd = efd;
+	ASSERT_EQ(0, ioctl(s.owner, KFDP_IOC_ARM, &arm));
+	ASSERT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_signal_create(1, 0, NULL, &done));
+	memcpy(args, &stamps, sizeof(stamps));
+	args[2] = 0;
+	kit_gpu_dispatch(hq, &k, args, 64, 64, 0, done);
+	{
+		struct pollfd p = { .fd = efd, .events = POLLIN };
+
+		EXPECT_EQ(1, poll(&p, 1, 1000)) TH_LOG("ANY_BUSY did not see the dispatch");
+	}
+	ASSERT_EQ(0, kit_gpu_wait(done, 10000));
+	/* The CP writes the read index back after the completion signal. */
+	for (i = 0; i < 1000; i++) {
+		ASSERT_EQ(0, watch_and_sample(s.owner, s.handle, &q, &act));
+		if (!(act.flags & KFDP_ACT_PENDING))
+			break;
+		kit_sleep_ms(1);
+	}
+	EXPECT_EQ(0, act.flags & KFDP_ACT_PENDING) TH_LOG("read index %llu, write index %llu",
+							  act.read_index, act.write_index);
+	EXPECT_EQ(act.write_index, act.read_index);
+	close(efd);
+	hsa.hsa_signal_destroy(done);
+	hsa.hsa_queue_destroy(hq);
+	kit_gpu_kernel_free(&k);
+	setup_close(&s);
 }
 
 /* Preempt stops a spinning queue's progress and resume restarts it. */
