@@ -12,6 +12,8 @@
 #                        without kfd-preemptd in the VM (out/scenario/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
 #   make dkms-source     the DKMS source tree, out/dkms/kfd_preempt-<version>
+#   make debs            the Debian packages kfd-preempt-dkms and kfd-preempt,
+#                        out/debs/*.deb (dpkg-buildpackage, then lintian)
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
@@ -35,7 +37,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench scenario lint rustfmtcheck checkpatch docs dkms-source
+.PHONY: all modules clean check demo bench scenario lint rustfmtcheck checkpatch docs dkms-source debs
 
 all: modules
 
@@ -67,6 +69,9 @@ docs:
 
 dkms-source:
 	scripts/dkms-source.sh
+
+debs:
+	scripts/build-debs.sh
 
 rustfmtcheck:
 	scripts/lint.sh rustfmt-module rustfmt-userspace

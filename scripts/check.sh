@@ -114,4 +114,8 @@ suite scenario tests/vm/scenario_check.sh
 # The module as DKMS builds it for an operator, loaded in the VM.
 suite dkms tests/dkms/dkms_test.sh
 
+# The Debian packages (make debs): built with dpkg-buildpackage, lintian,
+# extracted into a throwaway root, and DKMS's build from the package.
+suite debs tests/debs/debs_test.sh
+
 finish

@@ -4,12 +4,15 @@
 # (what `dkms add` takes, and what a kfd-preempt-dkms package installs into
 # /usr/src): the module's tracked sources, the two build helpers Kbuild
 # runs, dkms.conf and its build step (packaging/dkms/). Prints the path.
+#
+# usage: dkms-source.sh [DIR]   write DIR/kfd_preempt-VERSION instead
+#                               (scripts/build-debs.sh stages it this way)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$KFDP_ROOT/userspace/Cargo.toml" | head -n1)
 [ -n "$version" ] || kfdp_die "no version in userspace/Cargo.toml"
-tree=$KFDP_ROOT/out/dkms/kfd_preempt-$version
+tree=${1:-$KFDP_ROOT/out/dkms}/kfd_preempt-$version
 rm -rf "$tree"
 mkdir -p "$tree"
 git -C "$KFDP_ROOT" ls-files -z -- Kbuild Makefile src uapi scripts/amdgpu-id.sh \

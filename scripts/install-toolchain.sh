@@ -15,6 +15,7 @@ packages=(
 	gcc-multilib # 32-bit kselftests for the compat ioctl path
 	libhsa-runtime-dev # HSA headers for the hardware kit (the runtime is loaded at run time)
 	dkms # the DKMS build of the module is tested against the test kernel
+	debhelper dh-dkms lintian help2man fakeroot # make debs: the Debian packages and their checks
 )
 
 missing=()
