@@ -8,8 +8,10 @@
 # modprobe.d file, the DKMS source tree, the man pages); the extracted CLI,
 # daemon and library run; and the real `dkms` builds the module from the
 # extracted /usr/src tree, in a scratch DKMS tree, for the test kernel (as
-# tests/dkms/dkms_test.sh does from scripts/dkms-source.sh). Nothing is
-# installed, loaded or started. KTAP, and a last line "N passed, M failed".
+# tests/dkms/dkms_test.sh does from scripts/dkms-source.sh); that module
+# loads in the test VM, where info_test passes and the packaged CLI's
+# `kfd-preempt info` answers. Nothing is installed, loaded or started on
+# the host. KTAP, and a last line "N passed, M failed".
 #
 # usage: debs_test.sh [--prebuilt]   (--prebuilt: test out/debs as it is)
 set -uo pipefail
@@ -83,7 +85,8 @@ if [ "$extracted" = 0 ]; then
 		capi_program_links_and_runs conffiles unit_neither_enabled_nor_started \
 		dkms_package_files dkms_tree_is_dkms_source cli_version \
 		daemon_checks_the_sample_config man_pages_render \
-		dkms_build_from_the_package_for_the_test_kernel; do
+		dkms_build_from_the_package_for_the_test_kernel \
+		packaged_module_loads_and_answers_info; do
 		nok "$t # the packages could not be extracted"
 	done
 	summary
@@ -246,8 +249,10 @@ check $man_ok "man_pages_render"
 # in a scratch DKMS tree (the environment of tests/dkms/dkms_test.sh).
 if ! command -v dkms >/dev/null; then
 	skip "dkms_build_from_the_package_for_the_test_kernel" "dkms is not installed"
+	skip "packaged_module_loads_and_answers_info" "dkms is not installed"
 elif [ ! -r "$KFDP_CACHE/kernel-current" ]; then
 	skip "dkms_build_from_the_package_for_the_test_kernel" "no test kernel: scripts/build-kernel.sh"
+	skip "packaged_module_loads_and_answers_info" "no test kernel: scripts/build-kernel.sh"
 else
 	kb=$(kfdp_kernel_build_dir)
 	kver=$(cat "$kb/include/config/kernel.release")
@@ -276,6 +281,21 @@ else
 		rc=1
 	}
 	check $rc "dkms_build_from_the_package_for_the_test_kernel"
+
+	# The module DKMS built from the package, in the VM, with the packaged
+	# CLI: it loads, info_test passes and `kfd-preempt info` answers.
+	if [ -f "$ko" ]; then
+		out=$("$KFDP_ROOT/tests/vm/run" --module "$ko" --no-kunit --kselftests info_test \
+			--copy "$root/usr/bin/kfd-preempt" --quiet --out "$KFDP_ROOT/out/vm-debs" \
+			-- kfd-preempt info 2>&1)
+		rc=$?
+		grep -E '^(vm|kselftest info_test):' <<<"$out" | sed 's/^/# /'
+		[ "$rc" = 0 ] && grep -q '^kselftest info_test: [1-9][0-9]* passed, 0 failed' <<<"$out" &&
+			grep -q '^abi: *1\.' "$KFDP_ROOT/out/vm-debs/results.log"
+		check $? "packaged_module_loads_and_answers_info"
+	else
+		nok "packaged_module_loads_and_answers_info # no module built"
+	fi
 fi
 
 summary
