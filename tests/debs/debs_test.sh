@@ -50,7 +50,7 @@ root=$scratch/root
 src=$root/usr/src/kfd_preempt-$version
 
 echo "TAP version 13"
-echo "1..13"
+echo "1..14"
 
 # 1. The packages build, and lintian reports no error that is not explained.
 if [ "$prebuilt" = 1 ]; then

@@ -83,9 +83,9 @@ run together 1 1 || exit 1
 cat >preemptd.toml <<EOF
 [daemon]
 tenants = "sim"
-scan_interval_ms = 1000
-sample_period_us = 100
-idle_hysteresis_us = 2000
+scan_interval_ms = 2000
+sample_period_us = 200
+idle_hysteresis_us = 1000
 lease_ms = 1000
 fifo_priority = 10
 min_share_period_ms = 1000
