@@ -84,11 +84,13 @@ pub(crate) fn dispatch<B: Backend>(owner: &Arc<Owner<B>>, cmd: u32, arg: usize) 
         uapi::KFDP_IOC_ATTACH => {
             let (mut r, mut w) = user.reader_writer();
             let mut a: uapi::kfdp_attach = r.read()?;
-            // SAFETY: Reads current's credentials, no other state.
-            let sys_admin = unsafe { glue::kfdp_capable_sys_admin() };
             // Probe the output before anything changes (EFAULT changes nothing).
             w.write(&a)?;
-            owner.attach(&mut a, sys_admin)?;
+            // Asked only where it decides (PID attach): capable() marks the
+            // task as having used the privilege (PF_SUPERPRIV) and audits
+            // it, which a scheduler's every fd ATTACH must not do.
+            // SAFETY: Reads current's credentials, no other state.
+            owner.attach(&mut a, || unsafe { glue::kfdp_capable_sys_admin() })?;
             let mut w2 = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd)).writer();
             let res = w2.write(&a);
             owner.rearm();

@@ -309,7 +309,7 @@ mod tests {
             fd: key as i32,
             ..Default::default()
         };
-        o.attach(&mut a, false)?;
+        o.attach(&mut a, || false)?;
         Ok(a.handle)
     }
 
@@ -620,9 +620,24 @@ mod tests {
             pid: 221,
             ..Default::default()
         };
-        assert_eq!(off.attach(&mut a, true), Err(EOPNOTSUPP));
-        assert_eq!(on.attach(&mut a, false), Err(EPERM));
-        assert_eq!(on.attach(&mut a, true), Ok(()));
+        assert_eq!(off.attach(&mut a, || true), Err(EOPNOTSUPP));
+        assert_eq!(on.attach(&mut a, || false), Err(EPERM));
+        assert_eq!(on.attach(&mut a, || true), Ok(()));
+        // An fd attach never asks (capable() marks and audits the task).
+        let mut fd = kfdp_attach {
+            kind: KFDP_TARGET_KFD_FD,
+            fd: 221,
+            ..Default::default()
+        };
+        let asked = core::cell::Cell::new(false);
+        assert_eq!(
+            on.attach(&mut fd, || {
+                asked.set(true);
+                true
+            }),
+            Ok(())
+        );
+        assert!(!asked.get());
         off.close();
         on.close();
         Ok(())

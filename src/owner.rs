@@ -186,8 +186,12 @@ impl<B: Backend> Owner<B> {
         )
     }
 
-    /// KFDP_IOC_ATTACH.
-    pub(crate) fn attach(&self, a: &mut uapi::kfdp_attach, sys_admin: bool) -> Result {
+    /// KFDP_IOC_ATTACH. `sys_admin` is asked, once, only for a PID attach.
+    pub(crate) fn attach(
+        &self,
+        a: &mut uapi::kfdp_attach,
+        sys_admin: impl FnOnce() -> bool,
+    ) -> Result {
         if a.flags != 0 || a.reserved0 != 0 || a.reserved1 != 0 {
             return Err(EINVAL);
         }
@@ -205,7 +209,7 @@ impl<B: Backend> Owner<B> {
                 if !self.pid_attach {
                     return Err(EOPNOTSUPP);
                 }
-                if !sys_admin {
+                if !sys_admin() {
                     return Err(EPERM);
                 }
             }

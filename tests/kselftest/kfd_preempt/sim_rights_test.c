@@ -146,4 +146,55 @@ TEST_F(rights, tenant_is_not_an_owner)
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* PF_SUPERPRIV of include/linux/sched.h: the task used a capability. */
+#define KFDP_PF_SUPERPRIV 0x00000100
+
+/* Field 9 (flags) of /proc/self/stat, or -1. */
+static long long self_task_flags(void)
+{
+	char buf[512], *p;
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	long long flags = -1;
+	int field = 3;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* comm may hold spaces */
+	if (!p)
+		return -1;
+	for (p = strtok(p + 2, " "); p; p = strtok(NULL, " "), field++)
+		if (field == 9) {
+			flags = strtoll(p, NULL, 10);
+			break;
+		}
+	return flags;
+}
+
+/*
+ * An fd ATTACH does not ask for CAP_SYS_ADMIN: capable() marks the task
+ * (PF_SUPERPRIV, which fork clears) and audits it, and only a PID attach
+ * needs the answer. Run as root, where capable() would say yes.
+ */
+TEST_F(rights, fd_attach_does_not_use_sys_admin)
+{
+	int status;
+	pid_t pid;
+
+	if (geteuid())
+		SKIP(return, "needs root, whose capable() would succeed");
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int owner, tenant, h = kfdp_owner_and_tenant(&owner, &tenant);
+		long long flags = self_task_flags();
+
+		_exit(h > 0 && flags >= 0 && !(flags & KFDP_PF_SUPERPRIV) ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the ATTACH of a simulated tenant's fd used CAP_SYS_ADMIN");
+}
+
 TEST_HARNESS_MAIN
