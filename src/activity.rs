@@ -279,7 +279,7 @@ fn watch_one<B: Backend>(
 ) -> Result<Watch> {
     let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
     let target = att.target.as_ref().ok_or(ESRCH)?;
-    if !owner.backend.gpu_ids(target).contains(&e.gpu_id) {
+    if !owner.backend.gpu_ids(target)?.contains(&e.gpu_id) {
         return Err(EINVAL);
     }
     let total = owner.backend.query(target, e.gpu_id, &mut [])? as usize;

@@ -105,19 +105,17 @@ impl Backend for AmdKfd {
         unsafe { glue::kfdp_target_alive(t.ptr.as_ptr()) }
     }
 
-    fn gpu_ids(&self, t: &Target) -> KVec<u32> {
+    fn gpu_ids(&self, t: &Target) -> Result<KVec<u32>> {
         let mut ids = [0u32; MAX_GPUS];
         // SAFETY: `t.ptr` is live; `ids` has room for `MAX_GPUS` entries.
         let n =
             unsafe { glue::kfdp_target_gpu_ids(t.ptr.as_ptr(), ids.as_mut_ptr(), MAX_GPUS as u32) };
         let n = usize::try_from(n).unwrap_or(0).min(MAX_GPUS);
-        let mut v = KVec::new();
+        let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
         for id in &ids[..n] {
-            if v.push(*id, GFP_KERNEL).is_err() {
-                break;
-            }
+            v.push(*id, GFP_KERNEL)?;
         }
-        v
+        Ok(v)
     }
 
     fn query(&self, t: &Target, gpu_id: u32, out: &mut [uapi::kfdp_queue_info]) -> Result<u32> {

@@ -97,8 +97,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Whether the target process still exists.
     fn alive(&self, target: &Self::Target) -> bool;
 
-    /// The target's gpu_ids, in the target's order.
-    fn gpu_ids(&self, target: &Self::Target) -> KVec<u32>;
+    /// The target's gpu_ids, in the target's order; ENOMEM rather than a
+    /// shorter list, so that a FREEZE of every node cannot freeze some of
+    /// them and report success.
+    fn gpu_ids(&self, target: &Self::Target) -> Result<KVec<u32>>;
 
     /// Describes the target's queues on `gpu_id` (0: every node) into
     /// `out`, whose length is the capacity; returns how many queues exist.

@@ -122,11 +122,11 @@ impl Backend for Backends {
         }
     }
 
-    fn gpu_ids(&self, t: &AnyTarget) -> KVec<u32> {
+    fn gpu_ids(&self, t: &AnyTarget) -> Result<KVec<u32>> {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.gpu_ids(t),
             (AnyTarget::Sim(t), Some(s)) => s.gpu_ids(t),
-            (AnyTarget::Sim(_), None) => KVec::new(),
+            (AnyTarget::Sim(_), None) => Ok(KVec::new()),
         }
     }
 

@@ -148,12 +148,12 @@ impl Backend for Mock {
             .any(|p| p.key == *t && p.alive)
     }
 
-    fn gpu_ids(&self, t: &u64) -> KVec<u32> {
+    fn gpu_ids(&self, t: &u64) -> Result<KVec<u32>> {
         let mut v = KVec::new();
         for p in self.world.lock().procs.iter().filter(|p| p.key == *t) {
-            let _ = v.push(p.gpu_id, GFP_KERNEL);
+            v.push(p.gpu_id, GFP_KERNEL)?;
         }
-        v
+        Ok(v)
     }
 
     fn query(&self, _t: &u64, _gpu_id: u32, _out: &mut [uapi::kfdp_queue_info]) -> Result<u32> {

@@ -568,7 +568,7 @@ impl<B: Backend> Owner<B> {
         let Some(target) = att.target.as_ref() else {
             return Err(ESRCH);
         };
-        let all = self.backend.gpu_ids(target);
+        let all = self.backend.gpu_ids(target)?;
         let mut gpus = KVec::new();
         for &g in all.iter() {
             if f.gpu_id == 0 || f.gpu_id == g {

@@ -18,6 +18,7 @@ use super::{
         Process,
         Req, //
     },
+    NodeKnobs,
     Sim,
     GC_VERSION_HWS,
     GC_VERSION_MES,
@@ -139,14 +140,16 @@ impl Backend for SimNodes {
         st.find(t.id).is_some()
     }
 
-    fn gpu_ids(&self, _t: &Target) -> KVec<u32> {
-        let mut v = KVec::new();
-        for n in 0..self.0.nodes() {
-            if v.push(GPU_ID_BASE + n, GFP_KERNEL).is_err() {
-                break;
-            }
+    fn gpu_ids(&self, _t: &Target) -> Result<KVec<u32>> {
+        // Fault injection: the allocation of this list fails.
+        if NodeKnobs::take(&self.0.fail_node_lists) {
+            return Err(ENOMEM);
         }
-        v
+        let mut v = KVec::with_capacity(self.0.nodes() as usize, GFP_KERNEL)?;
+        for n in 0..self.0.nodes() {
+            v.push(GPU_ID_BASE + n, GFP_KERNEL)?;
+        }
+        Ok(v)
     }
 
     fn query(&self, t: &Target, gpu_id: u32, out: &mut [uapi::kfdp_queue_info]) -> Result<u32> {

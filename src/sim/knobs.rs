@@ -37,6 +37,7 @@ pub(crate) fn files(parent: &Dir, sim: Arc<Sim>) -> impl PinInit<Scope<Arc<Sim>>
         let sim: &Sim = sim;
         dir.read_callback_file(c"status", sim, &status);
         dir.write_only_callback_file(c"control", sim, &control);
+        dir.read_write_file(c"fail_node_lists", &sim.fail_node_lists);
         for (n, k) in sim.knobs.iter().enumerate() {
             let Ok(name) = CString::try_from_fmt(fmt!("node{n}")) else {
                 continue;

@@ -103,6 +103,9 @@ pub(crate) struct Sim {
     /// Node `n` uses MES (per-queue calls) rather than an HWS runlist.
     pub(crate) mes: KVec<bool>,
     pub(crate) knobs: KVec<NodeKnobs>,
+    /// Fault injection: the next N allocations of a target's node list
+    /// (`Backend::gpu_ids`) fail with ENOMEM.
+    pub(crate) fail_node_lists: Atomic<u32>,
     #[pin]
     pub(crate) state: Mutex<model::State>,
     /// Makes retired dispatches visible to tenants ([`exec`]).
@@ -127,6 +130,7 @@ impl Sim {
             pin_init!(Self {
                 mes,
                 knobs,
+                fail_node_lists: Atomic::new(0),
                 state <- new_mutex!(model::State::new(nodes)),
                 driver <- kernel::new_work!("kfd_preempt::sim_driver"),
             }),

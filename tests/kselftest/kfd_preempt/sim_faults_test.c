@@ -48,6 +48,7 @@ FIXTURE_TEARDOWN(fault)
 		kfdp_knob_set(self->node, "fail_unmaps", 0);
 		kfdp_knob_set(self->node, "fail_maps", 0);
 		kfdp_knob_set(self->node, "delay_next_us", 0);
+		kfdp_dbg_write("fail_node_lists", "0");
 	}
 	if (self->owner >= 0)
 		close(self->owner);
@@ -201,6 +202,28 @@ TEST_F(fault, delays_with_concurrent_destroy_and_exit)
 	for (t = 0; t < 4; t++)
 		if (r.tenants[t] >= 0)
 			close(r.tenants[t]);
+}
+
+/*
+ * A target's node list that cannot be allocated: a FREEZE of every node
+ * fails with ENOMEM as a whole and freezes no node, rather than freezing
+ * the nodes a shorter list named and reporting success.
+ */
+TEST_F(fault, freeze_of_all_nodes_without_memory)
+{
+	struct kfdp_freeze f;
+	int i;
+
+	ASSERT_EQ(0, kfdp_dbg_write("fail_node_lists", "1"));
+	EXPECT_EQ(ENOMEM, kfdp_freeze(self->owner, KFDP_IOC_FREEZE, self->handle, 0, &f));
+	for (i = 0; i < 3; i++)
+		EXPECT_EQ(KFDP_QS_ACTIVE, STATE(self->q[i])) TH_LOG("queue %d", i);
+	/* The injection is spent: the same call now freezes, and thaws. */
+	ASSERT_EQ(0, kfdp_freeze(self->owner, KFDP_IOC_FREEZE, self->handle, 0, &f));
+	EXPECT_EQ(0, f.status);
+	EXPECT_NE(0, STATE(self->q[0]) & KFDP_QS_EVICTED);
+	ASSERT_EQ(0, kfdp_freeze(self->owner, KFDP_IOC_THAW, self->handle, 0, &f));
+	EXPECT_EQ(KFDP_QS_ACTIVE, STATE(self->q[0]));
 }
 
 TEST_HARNESS_MAIN
