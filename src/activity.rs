@@ -45,8 +45,10 @@ use kernel::{
 use crate::{
     backend::Backend,
     batch::{
-        check_zero_tail,
-        element, //
+        element,
+        read_refs,
+        write_refs,
+        REF_SIZE, //
     },
     owner::{
         attachment,
@@ -76,7 +78,6 @@ pub(crate) const MIN_PERIOD_US: u32 = 10;
 const MAX_PERIOD_US: u32 = 1_000_000;
 const MAX_IDLE_US: u32 = 10_000_000;
 
-const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
 const ACT_SIZE: usize = size_of::<kfdp_activity>();
 
 /// One watched queue: where its indices are, pinned.
@@ -245,31 +246,6 @@ pub(crate) fn resample<T>(state: &mut State<T>) -> Option<Sampler> {
     Some(old)
 }
 
-/// Copies in the `kfdp_queue_ref` entries of a WATCH or UNWATCH.
-fn read_refs(w: &kfdp_watch) -> Result<KVec<kfdp_queue_ref>> {
-    let n = w.num_entries as usize;
-    let size = w.entry_size as usize;
-    // At most KFDP_MAX_BATCH entries (checked by the caller).
-    let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
-    for i in 0..n {
-        let ptr = element(w.entries_ptr, i, size)?;
-        let e: kfdp_queue_ref = UserSlice::new(ptr, REF_SIZE).reader().read()?;
-        if size > REF_SIZE {
-            check_zero_tail(ptr.wrapping_byte_add(REF_SIZE), size - REF_SIZE)?;
-        }
-        out.push(e, GFP_KERNEL)?;
-    }
-    Ok(out)
-}
-
-fn write_refs(w: &kfdp_watch, refs: &[kfdp_queue_ref]) -> Result {
-    for (i, e) in refs.iter().enumerate() {
-        let ptr = element(w.entries_ptr, i, w.entry_size as usize)?;
-        UserSlice::new(ptr, REF_SIZE).writer().write(e)?;
-    }
-    Ok(())
-}
-
 /// Watches one queue: finds its indices through QUERY's description and
 /// pins them in the target's address space.
 fn watch_one<B: Backend>(
@@ -313,10 +289,40 @@ fn watch_one<B: Backend>(
     })
 }
 
-fn is_watched(watches: &[Arc<Watch>], e: &kfdp_queue_ref) -> Option<usize> {
-    watches
-        .iter()
-        .position(|w| w.handle == e.handle && w.gpu_id == e.gpu_id && w.queue_id == e.queue_id)
+fn same_queue(w: &Watch, e: &kfdp_queue_ref) -> bool {
+    w.handle == e.handle && w.gpu_id == e.gpu_id && w.queue_id == e.queue_id
+}
+
+fn is_watched(watches: &[Arc<Watch>], e: &kfdp_queue_ref) -> bool {
+    watches.iter().any(|w| same_queue(w, e))
+}
+
+/// Moves the watches `pick` selects out of `state` into `into`, for the
+/// caller to drop once it has unlocked (unpinning is not done under the
+/// owner's lock; without memory to defer one, it is dropped here, which is
+/// correct, only slower). Returns how many it took; the caller then
+/// [`resample`]s if any were.
+pub(crate) fn take_watches<T>(
+    state: &mut State<T>,
+    pick: impl Fn(&Watch) -> bool,
+    into: &mut KVec<Arc<Watch>>,
+) -> usize {
+    let mut taken = 0;
+    let mut i = 0;
+    while i < state.watches.len() {
+        if !pick(&state.watches[i]) {
+            i += 1;
+            continue;
+        }
+        match state.watches.remove(i) {
+            Ok(w) => {
+                taken += 1;
+                let _ = into.push(w, GFP_KERNEL);
+            }
+            Err(_) => break,
+        }
+    }
+    taken
 }
 
 /// KFDP_IOC_WATCH (`add`) or KFDP_IOC_UNWATCH.
@@ -337,9 +343,9 @@ pub(crate) fn watch<B: Backend>(
     if (w.entry_size as usize) < REF_SIZE {
         return Err(EINVAL);
     }
-    let mut refs = read_refs(&w)?;
+    let mut refs = read_refs(w.entries_ptr, w.num_entries, w.entry_size)?;
     header().writer().write(&w)?;
-    write_refs(&w, &refs)?;
+    write_refs(w.entries_ptr, w.entry_size, &refs)?;
 
     // Unpinning (and stopping a sampler) is done after unlocking.
     let mut dropped = KVec::new();
@@ -348,32 +354,25 @@ pub(crate) fn watch<B: Backend>(
         let mut guard = owner.state.lock();
         let state = &mut *guard;
         owner.sweep(state);
+        let mut removed = 0;
         for e in refs.iter_mut() {
             e.status = if add {
                 watch_entry(owner, state, e)
+            } else if take_watches(state, |w| same_queue(w, e), &mut dropped) > 0 {
+                removed += 1;
+                0
             } else {
-                match is_watched(&state.watches, e) {
-                    Some(i) => match state.watches.remove(i) {
-                        Ok(gone) => {
-                            // Without memory to defer it, the pin is
-                            // dropped here, under the lock: correct, slower.
-                            let _ = dropped.push(gone, GFP_KERNEL);
-                            0
-                        }
-                        Err(_) => ENOENT.to_errno(),
-                    },
-                    None => KFDP_R_ALREADY as i32,
-                }
+                KFDP_R_ALREADY as i32
             };
         }
-        if !add && !dropped.is_empty() {
+        if removed > 0 {
             old_sampler = resample(state);
         }
     }
     drop(old_sampler);
     drop(dropped);
     w.num_ok = refs.iter().filter(|e| e.status == 0).count() as u32;
-    write_refs(&w, &refs).and_then(|()| header().writer().write(&w))
+    write_refs(w.entries_ptr, w.entry_size, &refs).and_then(|()| header().writer().write(&w))
 }
 
 fn watch_entry<B: Backend>(
@@ -381,7 +380,7 @@ fn watch_entry<B: Backend>(
     state: &mut State<B::Target>,
     e: &kfdp_queue_ref,
 ) -> i32 {
-    if is_watched(&state.watches, e).is_some() {
+    if is_watched(&state.watches, e) {
         return KFDP_R_ALREADY as i32;
     }
     if state.watches.len() >= MAX_WATCHES as usize {

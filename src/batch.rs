@@ -33,7 +33,7 @@ use crate::{
 
 /// Size of the kernel's element; larger `entry_size`s carry a tail that must
 /// be zero (`copy_struct_from_user` semantics).
-const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
+pub(crate) const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
 
 /// The user address of element `i` of an array.
 pub(crate) fn element(base: u64, i: usize, size: usize) -> Result<UserPtr> {
@@ -78,13 +78,15 @@ pub(crate) fn check_header(b: &kfdp_batch, op: Op) -> Result {
     }
 }
 
-fn read_entries(b: &kfdp_batch) -> Result<KVec<kfdp_queue_ref>> {
-    let n = b.num_entries as usize;
-    let size = b.entry_size as usize;
-    // `n` is at most KFDP_MAX_BATCH here: the allocation is bounded.
-    let mut entries = KVec::with_capacity(n, GFP_KERNEL)?;
-    for i in 0..n {
-        let ptr = element(b.entries_ptr, i, size)?;
+/// Copies in `n` `kfdp_queue_ref` entries of `size` bytes each from `base`
+/// (a PREEMPT/RESUME batch, a WATCH/UNWATCH). The caller has checked that
+/// `n` is at most KFDP_MAX_BATCH, which bounds the allocation, and that
+/// `size` is at least the element's.
+pub(crate) fn read_refs(base: u64, n: u32, size: u32) -> Result<KVec<kfdp_queue_ref>> {
+    let size = size as usize;
+    let mut entries = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for i in 0..n as usize {
+        let ptr = element(base, i, size)?;
         let e: kfdp_queue_ref = UserSlice::new(ptr, REF_SIZE).reader().read()?;
         if size > REF_SIZE {
             check_zero_tail(ptr.wrapping_byte_add(REF_SIZE), size - REF_SIZE)?;
@@ -94,9 +96,10 @@ fn read_entries(b: &kfdp_batch) -> Result<KVec<kfdp_queue_ref>> {
     Ok(entries)
 }
 
-fn write_entries(b: &kfdp_batch, entries: &[kfdp_queue_ref]) -> Result {
+/// Writes `entries` back (their statuses) to the array `read_refs` read.
+pub(crate) fn write_refs(base: u64, size: u32, entries: &[kfdp_queue_ref]) -> Result {
     for (i, e) in entries.iter().enumerate() {
-        let ptr = element(b.entries_ptr, i, b.entry_size as usize)?;
+        let ptr = element(base, i, size as usize)?;
         UserSlice::new(ptr, REF_SIZE).writer().write(e)?;
     }
     Ok(())
@@ -107,7 +110,7 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     let header = || UserSlice::new(UserPtr::from_addr(arg), size);
     let mut b: kfdp_batch = header().reader().read()?;
     check_header(&b, op)?;
-    let mut entries = read_entries(&b)?;
+    let mut entries = read_refs(b.entries_ptr, b.num_entries, b.entry_size)?;
     // No new preemption once hibernation has begun (RESUME is always allowed).
     let _activity = if op == Op::Preempt && b.flags & KFDP_BATCH_VALIDATE_ONLY == 0 {
         Some(crate::pm::Activity::begin()?)
@@ -117,7 +120,7 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     // Every output is written once before anything changes, so that a bad
     // pointer is EFAULT with nothing changed.
     header().writer().write(&b)?;
-    write_entries(&b, &entries)?;
+    write_refs(b.entries_ptr, b.entry_size, &entries)?;
 
     let applied = {
         let mut guard = owner.state.lock();
@@ -129,7 +132,8 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     b.num_ok = entries.iter().filter(|e| e.status == 0).count() as u32;
     b.num_runlist_updates = applied.runlist_updates;
     b.elapsed_ns = applied.elapsed_ns;
-    let res = write_entries(&b, &entries).and_then(|()| header().writer().write(&b));
+    let res = write_refs(b.entries_ptr, b.entry_size, &entries)
+        .and_then(|()| header().writer().write(&b));
     if op == Op::Preempt && b.lease_ms != 0 {
         owner.rearm();
     }

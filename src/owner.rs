@@ -260,25 +260,14 @@ impl<B: Backend> Owner<B> {
         self.undo(&mut state, Some(d.handle));
         let gone = state.attachments.remove(idx).map_err(|_| EINVAL)?;
         let mut unwatched = KVec::new();
-        let mut i = 0;
-        while i < state.watches.len() {
-            if state.watches[i].handle != d.handle {
-                i += 1;
-                continue;
-            }
-            match state.watches.remove(i) {
-                // Without memory the pin is dropped here, under the lock.
-                Ok(w) => {
-                    let _ = unwatched.push(w, GFP_KERNEL);
-                }
-                Err(_) => break,
-            }
-        }
-        let sampler = if unwatched.is_empty() {
-            None
-        } else {
-            crate::activity::resample(&mut state)
-        };
+        let sampler =
+            if crate::activity::take_watches(&mut state, |w| w.handle == d.handle, &mut unwatched)
+                == 0
+            {
+                None
+            } else {
+                crate::activity::resample(&mut state)
+            };
         drop(state);
         // Unpinning happens here, outside our lock: the old sampler (which
         // holds watches too) first.

@@ -74,6 +74,14 @@ impl State {
         Some((pi, qi))
     }
 
+    /// When queue `qi` of process `pi`'s head packet became visible, if
+    /// the queue can run a dispatch now: a mapped ring queue with work.
+    fn runnable(&self, pi: usize, qi: usize) -> Option<i64> {
+        let q = &self.processes[pi].queues[qi];
+        let r = q.ring.as_ref().filter(|r| q.mapped && r.has_work())?;
+        Some(r.head_submit_ns())
+    }
+
     /// The mapped ring queue of `node` whose visible head came first (or
     /// the one a cycle interrupted).
     fn pick(&self, node: u32) -> Option<(usize, usize, i64)> {
@@ -81,19 +89,16 @@ impl State {
             .interrupted
             .and_then(|(p, q)| self.locate(p, q))
         {
-            let q = &self.processes[pi].queues[qi];
-            if let Some(r) = q.ring.as_ref().filter(|r| q.mapped && r.has_work()) {
-                return Some((pi, qi, r.head_submit_ns()));
+            if let Some(t) = self.runnable(pi, qi) {
+                return Some((pi, qi, t));
             }
         }
         let mut best: Option<(usize, usize, i64)> = None;
         for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
-            for (qi, q) in p.queues.iter().enumerate() {
-                let Some(r) = q.ring.as_ref() else { continue };
-                if q.node != node || !q.mapped || !r.has_work() {
+            for (qi, _) in p.queues.iter().enumerate().filter(|(_, q)| q.node == node) {
+                let Some(t) = self.runnable(pi, qi) else {
                     continue;
-                }
-                let t = r.head_submit_ns();
+                };
                 if best.is_none_or(|(_, _, bt)| t < bt) {
                     best = Some((pi, qi, t));
                 }
@@ -112,7 +117,7 @@ impl State {
                 _ => {
                     let Some((pi, qi, submitted)) = self.pick(node) else {
                         self.exec[n].running = None;
-                        self.exec[n].clock = self.exec[n].clock.max(now);
+                        self.idle_until(node, now);
                         return None;
                     };
                     let start = ex.clock.max(submitted);

@@ -752,26 +752,23 @@ impl State {
     /// hardware, and its packets are found when it is mapped.
     pub(crate) fn doorbell(&mut self, id: u64, qid: u32) -> Result {
         let pi = self.find(id).ok_or(ESRCH)?;
-        let q = self.processes[pi]
+        let qi = self.processes[pi]
             .queues
             .iter()
-            .find(|q| q.id == qid)
+            .position(|q| q.id == qid)
             .ok_or(ENOENT)?;
+        let q = &self.processes[pi].queues[qi];
         if q.ring.is_none() {
             return Err(EINVAL);
         }
-        let (node, mapped) = (q.node, q.mapped);
-        if !mapped {
+        if !q.mapped {
             return Ok(());
         }
+        let node = q.node;
         let now = now_ns();
+        // Up to now first: the new packets arrive after what ran before.
         self.run_node(node, now);
-        if let Some(r) = self.processes[pi]
-            .queues
-            .iter_mut()
-            .find(|q| q.id == qid)
-            .and_then(|q| q.ring.as_mut())
-        {
+        if let Some(r) = self.processes[pi].queues[qi].ring.as_mut() {
             r.observe(now);
         }
         self.run_node(node, now);

@@ -109,7 +109,6 @@ impl MiscDevice for Tenant {
                 let (mut r, mut w) = user.reader_writer();
                 let mut c: uapi::kfdp_sim_ring_create = r.read()?;
                 w.write(&c)?;
-                let tenant: Arc<Tenant> = tenant.into();
                 tenant.create_ring(&mut c)?;
                 if let Err(e) = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
                     .writer()
@@ -164,7 +163,7 @@ impl Tenant {
 
     /// KFDP_SIM_IOC_CREATE_RING: an AQL queue whose ring and indices are
     /// in the caller's memory, pinned until the queue is destroyed.
-    fn create_ring(self: &Arc<Self>, c: &mut uapi::kfdp_sim_ring_create) -> Result {
+    fn create_ring(&self, c: &mut uapi::kfdp_sim_ring_create) -> Result {
         if c.reserved != 0 || c.queue_id != 0 || c.gpu_id != 0 {
             return Err(EINVAL);
         }
