@@ -310,6 +310,20 @@ uint64_t kit_gpu_dispatch(hsa_queue_t *q, const struct kit_kernel *k, void *kern
 	return index;
 }
 
+int kit_gpu_stamp(struct kit_gpu *g, const struct kit_kernel *k, hsa_queue_t *q,
+		  uint64_t *stamps, uint32_t slot, hsa_signal_t done)
+{
+	uint32_t *a = kit_gpu_kernarg(g, k->kernarg_size);
+
+	if (!a)
+		return -ENOMEM;
+	/* The kernel's arguments: the stamps' address, then the slot. */
+	memcpy(a, &stamps, sizeof(stamps));
+	a[2] = slot;
+	kit_gpu_dispatch(q, k, a, 64, 64, 0, done);
+	return 0;
+}
+
 static long now_ms(void)
 {
 	struct timespec ts;

@@ -60,6 +60,14 @@ hsa_queue_t *kit_gpu_queue(struct kit_gpu *g, hsa_queue_type32_t type);
 uint64_t kit_gpu_dispatch(hsa_queue_t *q, const struct kit_kernel *k, void *kernarg,
 			  uint32_t grid, uint32_t wg, uint32_t dyn_lds, hsa_signal_t done);
 
+/*
+ * One dispatch of the "stamp" workload @k (64 work-items; work-item 0
+ * writes the GPU's clock into @stamps[@slot]). Returns 0, or -ENOMEM if
+ * no kernel-argument memory was left.
+ */
+int kit_gpu_stamp(struct kit_gpu *g, const struct kit_kernel *k, hsa_queue_t *q,
+		  uint64_t *stamps, uint32_t slot, hsa_signal_t done);
+
 /* Waits up to @ms for @s to drop below 1; returns 0 or -1 on timeout. */
 int kit_gpu_wait(hsa_signal_t s, long ms);
 

@@ -98,24 +98,19 @@ static void json_us(const char *key, double v, int last)
 struct probe {
 	struct kit_gpu *g;
 	struct kit_kernel stamp;
-	__u64 *stamps;
+	uint64_t *stamps;
 	int owner;
 	__u32 handle;
 };
 
 /*
  * One stamp dispatch of slot @slot on @q, signalling @done. Its kernel
- * arguments live until the probe exits: it is short-lived.
+ * arguments live until the probe exits: it is short-lived. Without
+ * kernel-argument memory nothing is dispatched and the wait times out.
  */
 static void stamp(struct probe *p, hsa_queue_t *q, __u32 slot, hsa_signal_t done)
 {
-	__u32 *a = kit_gpu_kernarg(p->g, p->stamp.kernarg_size);
-
-	if (!a)
-		return;
-	memcpy(a, &p->stamps, sizeof(p->stamps));
-	a[2] = slot;
-	kit_gpu_dispatch(q, &p->stamp, a, 64, 64, 0, done);
+	kit_gpu_stamp(p->g, &p->stamp, q, p->stamps, slot, done);
 }
 
 static int rptr_writeback(struct probe *p, int samples)

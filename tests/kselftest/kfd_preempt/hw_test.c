@@ -177,6 +177,7 @@ static int watch_and_sample(int owner, __u32 handle, const struct kit_queue *q,
 TEST_F_TIMEOUT(kit, activity_sees_dispatches, 120)
 {
 	struct kfdp_arm arm = { .condition = KFDP_ARM_ANY_BUSY, .period_us = 50 };
+	struct pollfd woken = { .events = POLLIN };
 	struct kfdp_activity act;
 	struct kit_kernel k;
 	struct kit_queue q;
@@ -184,8 +185,7 @@ TEST_F_TIMEOUT(kit, activity_sees_dispatches, 120)
 	struct kit_gpu *g;
 	hsa_signal_t done;
 	hsa_queue_t *hq;
-	__u64 *stamps;
-	__u32 *args;
+	uint64_t *stamps;
 	char why[256];
 	int efd, i;
 
@@ -195,9 +195,8 @@ TEST_F_TIMEOUT(kit, activity_sees_dispatches, 120)
 	g = kit_hsa_gpu(&s.t);
 	ASSERT_EQ(0, kit_gpu_kernel(g, "stamp", &k, why, sizeof(why))) TH_LOG("%s", why);
 	stamps = kit_gpu_alloc(g, 64 * sizeof(*stamps));
-	args = kit_gpu_kernarg(g, k.kernarg_size);
 	hq = kit_gpu_queue(g, HSA_QUEUE_TYPE_MULTI);
-	ASSERT_TRUE(stamps && args && hq);
+	ASSERT_TRUE(stamps && hq);
 	ASSERT_EQ(0, kit_hsa_identify(s.owner, s.handle, hq->base_address, &q));
 	ASSERT_EQ(0, watch_and_sample(s.owner, s.handle, &q, &act))
 		TH_LOG("WATCH of an AQL queue of the runtime");
@@ -205,16 +204,11 @@ TEST_F_TIMEOUT(kit, activity_sees_dispatches, 120)
 	efd = eventfd(0, EFD_CLOEXEC);
 	ASSERT_LE(0, efd);
 	arm.eventfd = efd;
+	woken.fd = efd;
 	ASSERT_EQ(0, ioctl(s.owner, KFDP_IOC_ARM, &arm));
 	ASSERT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_signal_create(1, 0, NULL, &done));
-	memcpy(args, &stamps, sizeof(stamps));
-	args[2] = 0;
-	kit_gpu_dispatch(hq, &k, args, 64, 64, 0, done);
-	{
-		struct pollfd p = { .fd = efd, .events = POLLIN };
-
-		EXPECT_EQ(1, poll(&p, 1, 1000)) TH_LOG("ANY_BUSY did not see the dispatch");
-	}
+	ASSERT_EQ(0, kit_gpu_stamp(g, &k, hq, stamps, 0, done));
+	EXPECT_EQ(1, poll(&woken, 1, 1000)) TH_LOG("ANY_BUSY did not see the dispatch");
 	ASSERT_EQ(0, kit_gpu_wait(done, 10000));
 	/* The CP writes the read index back after the completion signal. */
 	for (i = 0; i < 1000; i++) {
@@ -359,7 +353,7 @@ TEST_F_TIMEOUT(kit, doorbell_while_preempted_runs_after_resume, 120)
 	hsa_queue_t *hq;
 	struct setup s;
 	char err[256];
-	__u64 *stamps;
+	uint64_t *stamps;
 	int i;
 
 	drv = self->drv;
@@ -374,14 +368,8 @@ TEST_F_TIMEOUT(kit, doorbell_while_preempted_runs_after_resume, 120)
 	ASSERT_EQ(HSA_STATUS_SUCCESS, hsa.hsa_signal_create(N, 0, NULL, &done));
 	ASSERT_EQ(0, kit_hsa_identify(s.owner, s.handle, hq->base_address, &q));
 	ASSERT_EQ(0, kit_batch(s.owner, KFDP_IOC_PREEMPT, s.handle, &q, 1, NULL));
-	for (i = 0; i < N; i++) {
-		__u32 *a = kit_gpu_kernarg(g, k.kernarg_size);
-
-		ASSERT_TRUE(a != NULL);
-		memcpy(a, &stamps, sizeof(stamps));
-		a[2] = i;
-		kit_gpu_dispatch(hq, &k, a, 64, 64, 0, done);
-	}
+	for (i = 0; i < N; i++)
+		ASSERT_EQ(0, kit_gpu_stamp(g, &k, hq, stamps, i, done));
 	kit_sleep_ms(STILL_MS);
 	EXPECT_EQ(N, hsa.hsa_signal_load_relaxed(done)) TH_LOG("a dispatch ran while preempted");
 	for (i = 0; i < N; i++)
