@@ -18,22 +18,28 @@ const PRIORITY: u32 = 1;
 const POLL: Duration = Duration::from_millis(1);
 /// [`POLL`] in ms: the lag from a retirement to the next publication, for
 /// the model ([`crate::model`]).
-pub const POLL_MS: f64 = 1.0;
+pub const POLL_MS: f64 = POLL.as_secs_f64() * 1000.0;
 
 /// Parameters of `kfdp-scenario be`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct BeArgs {
     /// Simulated node index.
+    #[arg(long, default_value_t = 0)]
     pub node: u32,
     /// Node time of one dispatch, ms.
+    #[arg(long, default_value_t = 250.0)]
     pub work_ms: f64,
     /// Dispatches kept outstanding.
+    #[arg(long, default_value_t = 1)]
     pub depth: u32,
-    /// Measurement window, s.
+    /// Length of the measurement window, s.
+    #[arg(long, default_value_t = 20.0)]
     pub duration_s: f64,
-    /// Written once the ring exists.
+    /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
+    #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Wait for this file to exist before the window starts.
+    /// Start the window only once this file exists (after ready_file).
+    #[arg(long)]
     pub go_file: Option<PathBuf>,
 }
 

@@ -35,23 +35,31 @@ const DRAIN: Duration = Duration::from_secs(10);
 const LATE_NS: u64 = 1_000_000;
 
 /// Parameters of `kfdp-scenario lc`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct LcArgs {
     /// Simulated node index.
+    #[arg(long, default_value_t = 0)]
     pub node: u32,
-    /// Mean arrivals per second.
+    /// Mean requests per second.
+    #[arg(long, default_value_t = 20.0)]
     pub rate: f64,
-    /// Dispatches per request.
+    /// Dispatches per request, submitted together.
+    #[arg(long, default_value_t = 3)]
     pub chain: u32,
     /// Node time of one dispatch, ms.
+    #[arg(long, default_value_t = 5.0)]
     pub work_ms: f64,
-    /// Arrival window, s.
+    /// Length of the arrival window, s.
+    #[arg(long, default_value_t = 20.0)]
     pub duration_s: f64,
     /// Seed of the arrival process.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Written once the ring exists.
+    /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
+    #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Wait for this file to exist before the window starts.
+    /// Start the window only once this file exists (after ready_file).
+    #[arg(long)]
     pub go_file: Option<PathBuf>,
 }
 

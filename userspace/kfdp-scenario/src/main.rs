@@ -12,8 +12,9 @@
 //!   SAMPLE vs spinning on it, against a tenant in another process.
 //!
 //! Latencies are end_ns of a request's last packet (stamped by the node with
-//! CLOCK_MONOTONIC) minus CLOCK_MONOTONIC just before its submit. Numbers
-//! from the simulated node reflect its modelled costs, not a GPU's.
+//! CLOCK_MONOTONIC) minus the request's arrival time (when it was due, so a
+//! late submission counts). Numbers from the simulated node reflect its
+//! modelled costs, not a GPU's.
 
 mod be;
 mod clock;
@@ -52,57 +53,19 @@ struct Cli {
 enum Command {
     /// Latency-critical tenant: Poisson requests of `chain` dispatches.
     Lc {
-        /// Simulated node index.
-        #[arg(long, default_value_t = 0)]
-        node: u32,
-        /// Mean requests per second.
-        #[arg(long, default_value_t = 20.0)]
-        rate: f64,
-        /// Dispatches per request, submitted together.
-        #[arg(long, default_value_t = 3)]
-        chain: u32,
-        /// Node time of one dispatch, ms.
-        #[arg(long, default_value_t = 5.0)]
-        work_ms: f64,
-        /// Length of the arrival window, s.
-        #[arg(long, default_value_t = 20.0)]
-        duration_s: f64,
-        /// Seed of the arrival process.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
+        #[command(flatten)]
+        args: lc::LcArgs,
         /// Result JSON.
         #[arg(long)]
         out: PathBuf,
-        /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
-        #[arg(long)]
-        ready_file: Option<PathBuf>,
-        /// Start the window only once this file exists (after ready_file).
-        #[arg(long)]
-        go_file: Option<PathBuf>,
     },
     /// Best-effort tenant: keeps `depth` long dispatches outstanding.
     Be {
-        /// Simulated node index.
-        #[arg(long, default_value_t = 0)]
-        node: u32,
-        /// Node time of one dispatch, ms.
-        #[arg(long, default_value_t = 250.0)]
-        work_ms: f64,
-        /// Dispatches kept outstanding.
-        #[arg(long, default_value_t = 1)]
-        depth: u32,
-        /// Length of the measurement window, s.
-        #[arg(long, default_value_t = 20.0)]
-        duration_s: f64,
+        #[command(flatten)]
+        args: be::BeArgs,
         /// Result JSON.
         #[arg(long)]
         out: PathBuf,
-        /// Written (pid, queue_id, gpu_id as JSON) once the ring exists.
-        #[arg(long)]
-        ready_file: Option<PathBuf>,
-        /// Start the window only once this file exists (after ready_file).
-        #[arg(long)]
-        go_file: Option<PathBuf>,
     },
     /// Compares the three modes; exit status 1 if a criterion fails.
     Report {
@@ -238,27 +201,8 @@ fn run_report(
 
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
-        Command::Lc {
-            node,
-            rate,
-            chain,
-            work_ms,
-            duration_s,
-            seed,
-            out,
-            ready_file,
-            go_file,
-        } => {
-            let r = lc::run(&lc::LcArgs {
-                node,
-                rate,
-                chain,
-                work_ms,
-                duration_s,
-                seed,
-                ready_file,
-                go_file,
-            })?;
+        Command::Lc { args, out } => {
+            let r = lc::run(&args)?;
             results::write_json(&out, &r)?;
             println!(
                 "lc: {} request(s), P50 {:.2} ms, P99 {:.2} ms, P99.9 {:.2} ms",
@@ -266,23 +210,8 @@ fn run(cli: Cli) -> Result<bool> {
             );
             Ok(true)
         }
-        Command::Be {
-            node,
-            work_ms,
-            depth,
-            duration_s,
-            out,
-            ready_file,
-            go_file,
-        } => {
-            let r = be::run(&be::BeArgs {
-                node,
-                work_ms,
-                depth,
-                duration_s,
-                ready_file,
-                go_file,
-            })?;
+        Command::Be { args, out } => {
+            let r = be::run(&args)?;
             results::write_json(&out, &r)?;
             println!(
                 "be: {} dispatch(es) completed, {:.0} ms of work, throughput {:.3}",
