@@ -6,8 +6,11 @@
 #                        scripts/build-kernel.sh) or KDIR=<built kernel tree>
 #   make check           provision everything and run every test suite
 #   make demo            provision everything and run the demo in the VM
-#   make bench           run kfd-preempt bench on simulated nodes in the VM
+#   make bench           run kfd-preempt bench on simulated nodes in the VM,
+#                        on the bench kernel and the debug kernel
 #                        (results in out/bench/)
+#   make profile         function_graph profile of PREEMPT and friends on the
+#                        bench kernel (out/profile/summary.txt)
 #   make scenario        the latency-critical/best-effort scenario with and
 #                        without kfd-preemptd in the VM (out/scenario/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
@@ -37,7 +40,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench scenario lint rustfmtcheck checkpatch docs dkms-source debs
+.PHONY: all modules clean check demo bench profile scenario lint rustfmtcheck checkpatch docs dkms-source debs
 
 all: modules
 
@@ -57,6 +60,9 @@ demo:
 
 bench:
 	scripts/bench.sh
+
+profile:
+	scripts/profile.sh
 
 scenario:
 	scripts/scenario.sh

@@ -3,20 +3,45 @@
 # Build the test kernel (tinyconfig + scripts/vm-kernel.config) and install
 # its modules into a staging root for the VM's initramfs.
 #
+# usage: scripts/build-kernel.sh [--bench]
+#
+# --bench builds the bench flavour instead: the same kernel with
+# scripts/vm-kernel-bench.config merged on top (no KASAN, no lockdep, the
+# function graph tracer), recorded in $KFDP_CACHE/kernel-bench for
+# scripts/bench.sh. The test flavour is recorded in kernel-current.
+#
 # The build directory is keyed by everything that changes the result: the
 # kernel version, the config fragment and the toolchain versions. A changed
 # fragment builds anew; an unchanged one is reused without running make.
 # Prints the build directory on stdout and records it in
-# $KFDP_CACHE/kernel-current.
+# $KFDP_CACHE/kernel-current (kernel-bench for --bench).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
+flavour=test
+case ${1:-} in
+--bench) flavour=bench ;;
+"") ;;
+*) kfdp_die "usage: $0 [--bench]" ;;
+esac
+
 src=$("$KFDP_ROOT/scripts/fetch-kernel.sh")
-fragment=$KFDP_ROOT/scripts/vm-kernel.config
+fragments=("$KFDP_ROOT/scripts/vm-kernel.config")
+# Options the rig relies on; merge_config does not fail when a dependency
+# drops one, so each is checked after olddefconfig.
+required=(RUST DRM_AMDGPU HSA_AMD KUNIT DEBUG_FS UNIX MODULE_UNLOAD MODULE_SRCVERSION_ALL)
+absent=()
+if [ "$flavour" = bench ]; then
+	fragments+=("$KFDP_ROOT/scripts/vm-kernel-bench.config")
+	required+=(FUNCTION_GRAPH_TRACER TRACEPOINTS)
+	absent=(KASAN PROVE_LOCKING LOCKDEP DEBUG_ATOMIC_SLEEP DEBUG_LIST)
+else
+	required+=(KASAN PROVE_LOCKING DEBUG_ATOMIC_SLEEP DEBUG_LIST TRACEPOINTS)
+fi
 
 key=$( {
 	echo "$src"
-	cat "$fragment"
+	cat "${fragments[@]}"
 	"$KFDP_RUSTC" --version
 	"$KFDP_BINDGEN" --version
 	"clang-$KFDP_LLVM_VERSION" --version | head -n1
@@ -26,18 +51,19 @@ out=$KFDP_CACHE/kbuild/$key
 mapfile -t kargs < <(kfdp_kmake_args)
 
 if [ ! -e "$out/.built" ]; then
-	kfdp_log "building kernel $key in $out (a cold build takes about 20 minutes on 2 cores)"
+	kfdp_log "building the $flavour kernel $key in $out (a cold build takes about 20 minutes on 2 cores)"
 	mkdir -p "$out"
 	make -s -C "$src" O="$out" "${kargs[@]}" tinyconfig
-	"$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "$fragment" >/dev/null
+	"$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${fragments[@]}" >/dev/null
 	make -s -C "$src" O="$out" "${kargs[@]}" olddefconfig
 
-	# merge_config does not fail when a dependency drops an option; check
-	# the ones the rig relies on so a silent drop cannot pass unnoticed.
-	for opt in RUST DRM_AMDGPU HSA_AMD KUNIT DEBUG_FS KASAN PROVE_LOCKING \
-		DEBUG_ATOMIC_SLEEP DEBUG_LIST UNIX MODULE_UNLOAD MODULE_SRCVERSION_ALL; do
+	for opt in "${required[@]}"; do
 		grep -Eq "^CONFIG_$opt=(y|m)$" "$out/.config" ||
-			kfdp_die "CONFIG_$opt did not survive olddefconfig; check $fragment"
+			kfdp_die "CONFIG_$opt did not survive olddefconfig; check ${fragments[*]}"
+	done
+	for opt in "${absent[@]}"; do
+		! grep -Eq "^CONFIG_$opt=(y|m)$" "$out/.config" ||
+			kfdp_die "CONFIG_$opt is still set in the $flavour kernel; check ${fragments[*]}"
 	done
 
 	make -s -C "$src" O="$out" "${kargs[@]}" -j"$KFDP_JOBS" bzImage modules
@@ -47,5 +73,9 @@ if [ ! -e "$out/.built" ]; then
 	touch "$out/.built"
 fi
 
-echo "$out" >"$KFDP_CACHE/kernel-current"
+if [ "$flavour" = bench ]; then
+	echo "$out" >"$KFDP_CACHE/kernel-bench"
+else
+	echo "$out" >"$KFDP_CACHE/kernel-current"
+fi
 echo "$out"

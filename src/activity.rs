@@ -350,10 +350,10 @@ pub(crate) fn watch<B: Backend>(
     // Unpinning (and stopping a sampler) is done after unlocking.
     let mut dropped = KVec::new();
     let mut old_sampler = None;
+    owner.sweep();
     {
         let mut guard = owner.state.lock();
         let state = &mut *guard;
-        owner.sweep(state);
         let mut removed = 0;
         for e in refs.iter_mut() {
             e.status = if add {

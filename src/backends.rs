@@ -7,10 +7,7 @@
 use kernel::prelude::*;
 
 use crate::{
-    amdkfd::{
-        self,
-        AmdKfd, //
-    },
+    amdkfd::AmdKfd,
     backend::{
         Applied,
         Backend,
@@ -19,69 +16,138 @@ use crate::{
         Op,
         TargetInfo, //
     },
-    sim::backend::{
-        self as simb,
-        SimNodes, //
-    },
+    sim::backend::SimNodes,
     uapi, //
 };
 
+/// Two backends behind one `/dev/kfd_preempt`: amdkfd for KFD targets and,
+/// if the module has them, the simulated nodes for simulated targets. Generic
+/// so that the KUnit suite can put two model backends behind it.
+pub(crate) struct Mux<K, S> {
+    pub(crate) kfd: K,
+    pub(crate) sim: Option<S>,
+    faults: MuxFaults,
+}
+
 /// amdkfd, and the simulated nodes if there are any.
-pub(crate) struct Backends {
-    pub(crate) kfd: AmdKfd,
-    pub(crate) sim: Option<SimNodes>,
+pub(crate) type Backends = Mux<AmdKfd, SimNodes>;
+
+impl<K, S> Mux<K, S> {
+    pub(crate) fn new(kfd: K, sim: Option<S>) -> Self {
+        Self {
+            kfd,
+            sim,
+            faults: MuxFaults::default(),
+        }
+    }
+
+    /// Makes building the simulated part of every batch fail (KUnit).
+    #[cfg(kfdp_kunit)]
+    pub(crate) fn fail_sim_part(&self, fail: bool) {
+        self.faults
+            .fail_sim_part
+            .store(fail, kernel::sync::atomic::Relaxed);
+    }
 }
 
 /// A target of either kind.
-pub(crate) enum AnyTarget {
-    Kfd(amdkfd::Target),
-    Sim(simb::Target),
+pub(crate) enum AnyTarget<K, S> {
+    Kfd(K),
+    Sim(S),
 }
 
-/// Runs `apply` of backend `b` on the items `pick` selects, copying the
-/// outcomes back.
-fn apply_part<'a, B: Backend>(
-    b: &B,
-    op: Op,
-    dry_run: bool,
-    items: &mut [Item<'a, AnyTarget>],
-    pick: impl Fn(&'a AnyTarget) -> Option<&'a B::Target>,
-) -> Applied {
-    let mut part = KVec::new();
-    let mut index = KVec::new();
-    for (i, it) in items.iter().enumerate() {
-        let Some(target) = pick(it.target) else {
-            continue;
-        };
-        let sub = Item {
-            target,
-            gpu_id: it.gpu_id,
-            queue_id: it.queue_id,
-            owned: it.owned,
-            status: 0,
-            marked: false,
-        };
-        if part.push(sub, GFP_KERNEL).is_err() || index.push(i, GFP_KERNEL).is_err() {
-            for it in items.iter_mut() {
-                it.status = ENOMEM.to_errno();
-                it.marked = it.owned;
-            }
-            return Applied::default();
+/// Fault injection for the mux's own allocations, set by the KUnit suite;
+/// zero-sized and never failing in other builds.
+struct MuxFaults {
+    #[cfg(kfdp_kunit)]
+    fail_sim_part: kernel::sync::atomic::Atomic<bool>,
+}
+
+impl Default for MuxFaults {
+    fn default() -> Self {
+        Self {
+            #[cfg(kfdp_kunit)]
+            fail_sim_part: kernel::sync::atomic::Atomic::new(false),
         }
     }
-    if part.is_empty() {
-        return Applied::default();
-    }
-    let applied = b.apply(op, dry_run, &mut part);
-    for (sub, &i) in part.iter().zip(index.iter()) {
-        items[i].status = sub.status;
-        items[i].marked = sub.marked;
-    }
-    applied
 }
 
-impl Backend for Backends {
-    type Target = AnyTarget;
+impl MuxFaults {
+    /// Whether building the simulated part of a batch is to run out of memory.
+    fn sim_part_fails(&self) -> bool {
+        #[cfg(kfdp_kunit)]
+        {
+            self.fail_sim_part.load(kernel::sync::atomic::Relaxed)
+        }
+        #[cfg(not(kfdp_kunit))]
+        {
+            false
+        }
+    }
+}
+
+/// The items of one backend in a batch, and where each came from.
+struct Part<'a, T> {
+    items: KVec<Item<'a, T>>,
+    at: KVec<usize>,
+}
+
+impl<'a, T> Part<'a, T> {
+    /// The items `pick` selects, or ENOMEM (`fail` forces it, for tests).
+    fn of<K, S>(
+        items: &[Item<'a, AnyTarget<K, S>>],
+        pick: impl Fn(&'a AnyTarget<K, S>) -> Option<&'a T>,
+        fail: bool,
+    ) -> Result<Self> {
+        if fail {
+            return Err(ENOMEM);
+        }
+        let n = items.iter().filter(|it| pick(it.target).is_some()).count();
+        let mut part = Part {
+            items: KVec::with_capacity(n, GFP_KERNEL)?,
+            at: KVec::with_capacity(n, GFP_KERNEL)?,
+        };
+        for (i, it) in items.iter().enumerate() {
+            let Some(target) = pick(it.target) else {
+                continue;
+            };
+            let sub = Item {
+                target,
+                gpu_id: it.gpu_id,
+                queue_id: it.queue_id,
+                owned: it.owned,
+                status: 0,
+                marked: false,
+            };
+            // Room for `n` was made above.
+            part.items.push(sub, GFP_KERNEL)?;
+            part.at.push(i, GFP_KERNEL)?;
+        }
+        Ok(part)
+    }
+
+    /// Runs backend `b` on this part and copies the outcomes back.
+    fn apply<B: Backend<Target = T>, K, S>(
+        mut self,
+        b: &B,
+        op: Op,
+        dry_run: bool,
+        items: &mut [Item<'a, AnyTarget<K, S>>],
+    ) -> Applied {
+        if self.items.is_empty() {
+            return Applied::default();
+        }
+        let applied = b.apply(op, dry_run, &mut self.items);
+        for (sub, &i) in self.items.iter().zip(self.at.iter()) {
+            items[i].status = sub.status;
+            items[i].marked = sub.marked;
+        }
+        applied
+    }
+}
+
+impl<K: Backend, S: Backend> Backend for Mux<K, S> {
+    type Target = AnyTarget<K::Target, S::Target>;
 
     fn caps(&self) -> u64 {
         self.kfd.caps() | self.sim.as_ref().map_or(0, |s| s.caps())
@@ -92,7 +158,7 @@ impl Backend for Backends {
         self.kfd.min_preempt_interval_us()
     }
 
-    fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<AnyTarget> {
+    fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<Self::Target> {
         match kind {
             uapi::KFDP_TARGET_SIM_FD => match &self.sim {
                 Some(s) => s.attach(kind, fd, pid).map(AnyTarget::Sim),
@@ -102,7 +168,7 @@ impl Backend for Backends {
         }
     }
 
-    fn info(&self, t: &AnyTarget) -> TargetInfo {
+    fn info(&self, t: &Self::Target) -> TargetInfo {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.info(t),
             (AnyTarget::Sim(t), Some(s)) => s.info(t),
@@ -114,7 +180,7 @@ impl Backend for Backends {
         }
     }
 
-    fn alive(&self, t: &AnyTarget) -> bool {
+    fn alive(&self, t: &Self::Target) -> bool {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.alive(t),
             (AnyTarget::Sim(t), Some(s)) => s.alive(t),
@@ -122,7 +188,7 @@ impl Backend for Backends {
         }
     }
 
-    fn gpu_ids(&self, t: &AnyTarget) -> Result<KVec<u32>> {
+    fn gpu_ids(&self, t: &Self::Target) -> Result<KVec<u32>> {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.gpu_ids(t),
             (AnyTarget::Sim(t), Some(s)) => s.gpu_ids(t),
@@ -130,7 +196,12 @@ impl Backend for Backends {
         }
     }
 
-    fn query(&self, t: &AnyTarget, gpu_id: u32, out: &mut [uapi::kfdp_queue_info]) -> Result<u32> {
+    fn query(
+        &self,
+        t: &Self::Target,
+        gpu_id: u32,
+        out: &mut [uapi::kfdp_queue_info],
+    ) -> Result<u32> {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.query(t, gpu_id, out),
             (AnyTarget::Sim(t), Some(s)) => s.query(t, gpu_id, out),
@@ -138,25 +209,54 @@ impl Backend for Backends {
         }
     }
 
-    fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, AnyTarget>]) -> Applied {
-        let kfd = apply_part(&self.kfd, op, dry_run, items, |t| match t {
-            AnyTarget::Kfd(t) => Some(t),
-            AnyTarget::Sim(_) => None,
-        });
-        let sim = match &self.sim {
-            Some(s) => apply_part(s, op, dry_run, items, |t| match t {
+    fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Self::Target>]) -> Applied {
+        // Both parts are built before either backend is called: running out
+        // of memory for the second must not overwrite the outcomes of the
+        // first, applied already (its marks would be forgotten while its
+        // queues stay off the GPU).
+        let kfd = Part::of(
+            items,
+            |t| match t {
+                AnyTarget::Kfd(t) => Some(t),
+                AnyTarget::Sim(_) => None,
+            },
+            false,
+        );
+        let sim = Part::of(
+            items,
+            |t| match t {
                 AnyTarget::Sim(t) => Some(t),
                 AnyTarget::Kfd(_) => None,
-            }),
-            None => Applied::default(),
+            },
+            self.faults.sim_part_fails(),
+        );
+        let (Ok(kfd), Ok(sim)) = (kfd, sim) else {
+            for it in items.iter_mut() {
+                it.status = ENOMEM.to_errno();
+                it.marked = it.owned;
+            }
+            return Applied::default();
+        };
+        let a = kfd.apply(&self.kfd, op, dry_run, items);
+        let b = match &self.sim {
+            Some(s) => sim.apply(s, op, dry_run, items),
+            None => {
+                // No simulated nodes: their targets cannot exist.
+                for it in items.iter_mut() {
+                    if matches!(it.target, AnyTarget::Sim(_)) {
+                        it.status = ESRCH.to_errno();
+                    }
+                }
+                Applied::default()
+            }
         };
         Applied {
-            runlist_updates: kfd.runlist_updates + sim.runlist_updates,
-            elapsed_ns: kfd.elapsed_ns + sim.elapsed_ns,
+            runlist_updates: a.runlist_updates + b.runlist_updates,
+            elapsed_ns: a.elapsed_ns + b.elapsed_ns,
         }
     }
 
-    fn freeze(&self, t: &AnyTarget, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+    fn freeze(&self, t: &Self::Target, gpu_id: u32, thaw: bool) -> FreezeOutcome {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.freeze(t, gpu_id, thaw),
             (AnyTarget::Sim(t), Some(s)) => s.freeze(t, gpu_id, thaw),
@@ -168,7 +268,7 @@ impl Backend for Backends {
         }
     }
 
-    fn pin_user(&self, t: &AnyTarget, addr: u64, write: bool) -> Result<crate::umem::UserWord> {
+    fn pin_user(&self, t: &Self::Target, addr: u64, write: bool) -> Result<crate::umem::UserWord> {
         match (t, &self.sim) {
             (AnyTarget::Kfd(t), _) => self.kfd.pin_user(t, addr, write),
             (AnyTarget::Sim(t), Some(s)) => s.pin_user(t, addr, write),

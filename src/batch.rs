@@ -122,10 +122,10 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     header().writer().write(&b)?;
     write_refs(b.entries_ptr, b.entry_size, &entries)?;
 
+    owner.sweep();
     let applied = {
         let mut guard = owner.state.lock();
         let state = &mut *guard;
-        owner.sweep(state);
         owner.run_batch(state, op, b.flags, b.lease_ms, &mut entries)
     };
 

@@ -54,11 +54,17 @@ impl MiscDevice for Owner<Backends> {
             return Err(EPERM);
         }
         let sim = crate::sim::SIM_SLOT.lock().clone().map(SimNodes);
-        let backends = Backends { kfd: AmdKfd, sim };
-        Owner::new(backends, crate::module_parameters::pid_attach.value())
+        let backends = Backends::new(AmdKfd, sim);
+        let owner = Owner::new(backends, crate::module_parameters::pid_attach.value())?;
+        // Listed for debugfs (crate::stats) while the file is open.
+        crate::stats::OPEN.lock().push(owner.clone(), GFP_KERNEL)?;
+        Ok(owner)
     }
 
     fn release(owner: Arc<Self>, _file: &File) {
+        crate::stats::OPEN
+            .lock()
+            .retain(|o| !Arc::ptr_eq(o, &owner));
         owner.close();
     }
 

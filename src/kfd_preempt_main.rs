@@ -17,6 +17,8 @@
 //! * [`info`], [`batch`], [`query`]: decoding and checking each ioctl;
 //! * [`owner`]: per-file state: attachments, marks, leases, freezes;
 //! * [`registry`]: what all owners hold, and the statistics;
+//! * [`trace`]: the `kfd_preempt:*` trace events (defined in `glue/`);
+//! * [`stats`]: debugfs `stats` and `attachments`, for operators;
 //! * [`backend`]: the trait between that engine and the hardware;
 //! * [`amdkfd`]: the backend of real GPUs, over the C glue in `glue/`,
 //!   the only code that sees amdkfd's private headers;
@@ -50,6 +52,8 @@ mod pm;
 mod query;
 mod registry;
 mod sim;
+mod stats;
+mod trace;
 mod uapi;
 mod umem;
 
@@ -92,6 +96,10 @@ struct KfdPreemptModule {
     _misc: MiscDeviceRegistration<owner::Owner<backends::Backends>>,
     /// Present with `sim_nodes=N`, N > 0.
     _sim: Option<Pin<KBox<SimParts>>>,
+    #[pin]
+    _stats: kernel::debugfs::File<()>,
+    #[pin]
+    _attachments: kernel::debugfs::File<()>,
     _debugfs: Dir,
     /// Last: dropped once no owner can reach the glue any more.
     _glue: GlueState,
@@ -183,6 +191,8 @@ impl kernel::InPlaceModule for KfdPreemptModule {
         unsafe { registry::REGISTRY.init() };
         // SAFETY: As above.
         unsafe { sim::SIM_SLOT.init() };
+        // SAFETY: As above.
+        unsafe { stats::OPEN.init() };
         // SAFETY: Returns a pointer to a static, NUL-terminated string.
         let srcversion = unsafe { CStr::from_char_ptr(glue::kfdp_amdgpu_built_srcversion()) };
         pr_info!(
@@ -203,6 +213,8 @@ impl kernel::InPlaceModule for KfdPreemptModule {
             _misc <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"kfd_preempt",
             }),
+            _stats <- debugfs.read_callback_file(c"stats", (), &stats::stats),
+            _attachments <- debugfs.read_callback_file(c"attachments", (), &stats::attachments),
             _debugfs: debugfs,
             _glue: GlueState::new()?,
         })

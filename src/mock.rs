@@ -329,16 +329,16 @@ mod tests {
         Ok(v)
     }
 
-    fn run(
-        o: &Owner<Mock>,
+    fn run<B: Backend>(
+        o: &Owner<B>,
         op: Op,
         flags: u32,
         lease_ms: u32,
         e: &mut [kfdp_queue_ref],
     ) -> Applied {
+        o.sweep();
         let mut guard = o.state.lock();
         let state = &mut *guard;
-        o.sweep(state);
         o.run_batch(state, op, flags, lease_ms, e)
     }
 
@@ -640,6 +640,53 @@ mod tests {
         assert!(!asked.get());
         off.close();
         on.close();
+        Ok(())
+    }
+
+    /// A batch over both backends of the mux (amdkfd and simulated nodes in
+    /// the module; two models here) where the second part cannot be
+    /// allocated: nothing may change on either side. Before the mux built
+    /// both parts first, the first was applied and then reported ENOMEM,
+    /// and its queues stayed preempted without a mark.
+    #[test]
+    fn mixed_batch_without_memory_changes_nothing() -> Result {
+        use crate::{
+            backends::Mux,
+            uapi::KFDP_TARGET_SIM_FD, //
+        };
+        let (kfd, sim) = (world(&[(231, 2)])?, world(&[(232, 2)])?);
+        let mux = Mux::new(kfd.clone(), Some(sim.clone()));
+        mux.fail_sim_part(true);
+        let o = Owner::new(mux, false)?;
+        let mut handles = [0u32; 2];
+        for (h, (kind, fd)) in handles
+            .iter_mut()
+            .zip([(KFDP_TARGET_KFD_FD, 231), (KFDP_TARGET_SIM_FD, 232)])
+        {
+            let mut a = kfdp_attach {
+                kind,
+                fd,
+                ..Default::default()
+            };
+            o.attach(&mut a, || false)?;
+            *h = a.handle;
+        }
+        let mut e = refs(handles[0], &[0, 1])?;
+        e.extend_from_slice(&refs(handles[1], &[0, 1])?, GFP_KERNEL)?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        assert!(e.iter().all(|x| x.status == ENOMEM.to_errno()));
+        assert_eq!((kfd.active(231), sim.active(232)), (2, 2));
+        assert!(o.state.lock().marks.is_empty());
+        // With memory, the same batch takes both sides in one update each.
+        o.backend.fail_sim_part(false);
+        let a = run(&o, Op::Preempt, 0, 0, &mut e);
+        assert!(e.iter().all(|x| x.status == 0));
+        assert_eq!(
+            (a.runlist_updates, kfd.active(231), sim.active(232)),
+            (2, 0, 0)
+        );
+        o.close();
+        assert_eq!((kfd.active(231), sim.active(232)), (2, 2));
         Ok(())
     }
 }

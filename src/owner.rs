@@ -31,13 +31,14 @@ use crate::{
         Applied,
         Backend,
         Item,
-        Op, //
+        Op,
+        MAX_GPUS, //
     },
     registry::{
         QueueKey,
         REGISTRY, //
     },
-    uapi,
+    trace, uapi,
 };
 
 /// How often an owner with attachments checks whether their targets exited,
@@ -72,7 +73,7 @@ pub(crate) struct Mark {
 
 impl Mark {
     /// Nanoseconds left on the lease, if there is one.
-    fn lease_left_ns(&self) -> Option<i64> {
+    pub(crate) fn lease_left_ns(&self) -> Option<i64> {
         (self.lease_ns > 0).then(|| self.lease_ns - self.since.elapsed().as_nanos())
     }
 }
@@ -116,6 +117,8 @@ pub(crate) struct State<T> {
 pub(crate) struct Owner<B: Backend> {
     /// Unique among owners; identifies marks in the registry.
     pub(crate) id: u64,
+    /// The process that opened the file (debugfs `attachments`).
+    pub(crate) opener: i32,
     pub(crate) backend: B,
     /// `pid_attach` module parameter, as it was at open.
     pub(crate) pid_attach: bool,
@@ -160,6 +163,20 @@ fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
     attachment(attachments, handle).map_or(0, |a| a.key)
 }
 
+/// How many nodes the items of a batch are on (at most [`MAX_GPUS`] are
+/// told apart; a process has no more).
+fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
+    let mut seen = [0u32; MAX_GPUS];
+    let mut n = 0;
+    for it in items {
+        if n < MAX_GPUS && !seen[..n].contains(&it.gpu_id) {
+            seen[n] = it.gpu_id;
+            n += 1;
+        }
+    }
+    n as u32
+}
+
 impl<B: Backend> Owner<B> {
     /// Creates the owner of a newly opened file.
     pub(crate) fn new(backend: B, pid_attach: bool) -> Result<Arc<Self>> {
@@ -168,6 +185,7 @@ impl<B: Backend> Owner<B> {
         Arc::pin_init(
             pin_init!(Self {
                 id,
+                opener: kernel::current!().tgid(),
                 backend,
                 pid_attach,
                 state <- new_mutex!(State {
@@ -218,8 +236,8 @@ impl<B: Backend> Owner<B> {
         let target = self.backend.attach(a.kind, a.fd, a.pid)?;
         let info = self.backend.info(&target);
 
+        self.sweep();
         let mut state = self.state.lock();
-        self.sweep(&mut state);
         if let Some(existing) = state
             .attachments
             .iter()
@@ -243,6 +261,7 @@ impl<B: Backend> Owner<B> {
         }
         a.tgid = info.tgid;
         a.num_gpus = info.num_gpus;
+        trace::attach(self.id, a.handle, info.tgid, a.kind);
         Ok(())
     }
 
@@ -259,6 +278,7 @@ impl<B: Backend> Owner<B> {
             .ok_or(EINVAL)?;
         self.undo(&mut state, Some(d.handle));
         let gone = state.attachments.remove(idx).map_err(|_| EINVAL)?;
+        trace::detach(self.id, d.handle);
         let mut unwatched = KVec::new();
         let sampler =
             if crate::activity::take_watches(&mut state, |w| w.handle == d.handle, &mut unwatched)
@@ -425,6 +445,7 @@ impl<B: Backend> Owner<B> {
             }
         }
         drop(reg);
+        let nodes = distinct_nodes(&items);
 
         // Pass 2: the backend checks what only it can see.
         if all_or_nothing && !validate_only {
@@ -440,6 +461,7 @@ impl<B: Backend> Owner<B> {
                         e.status = neg(ECANCELED);
                     }
                 }
+                self.trace_batch(op, flags, entries, nodes, Applied::default());
                 return Applied::default();
             }
         }
@@ -531,10 +553,38 @@ impl<B: Backend> Owner<B> {
             }
             s.runlist_updates += u64::from(applied.runlist_updates);
             s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
+            if applied.runlist_updates > 0 {
+                s.record_hw_phase(op, applied.elapsed_ns);
+            }
             state.stats.batches += 1;
             state.stats.runlist_updates += u64::from(applied.runlist_updates);
         }
+        self.trace_batch(op, flags, entries, nodes, applied);
         applied
+    }
+
+    /// The `kfdp_batch` and `kfdp_queue` events of one batch.
+    fn trace_batch(
+        &self,
+        op: Op,
+        flags: u32,
+        entries: &[uapi::kfdp_queue_ref],
+        nodes: u32,
+        applied: Applied,
+    ) {
+        trace::batch(&trace::BatchEvent {
+            owner: self.id,
+            op,
+            flags,
+            entries: entries.len() as u32,
+            ok: entries.iter().filter(|e| e.status == 0).count() as u32,
+            nodes,
+            runlist_updates: applied.runlist_updates,
+            elapsed_ns: applied.elapsed_ns,
+        });
+        for e in entries {
+            trace::queue(self.id, op, e);
+        }
     }
 
     /// KFDP_IOC_FREEZE and KFDP_IOC_THAW. Validation errors fail the call;
@@ -549,9 +599,9 @@ impl<B: Backend> Owner<B> {
         } else {
             Some(crate::pm::Activity::begin()?)
         };
+        self.sweep();
         let mut guard = self.state.lock();
         let state = &mut *guard;
-        self.sweep(state);
         let att = attachment(&state.attachments, f.handle).ok_or(EINVAL)?;
         let key = att.key;
         let Some(target) = att.target.as_ref() else {
@@ -596,6 +646,7 @@ impl<B: Backend> Owner<B> {
         let mut frozen_now = KVec::new();
         for &g in gpus.iter() {
             let o = self.backend.freeze(target, g, thaw);
+            trace::freeze(self.id, f.handle, g, thaw, o.status, o.elapsed_ns);
             elapsed += o.elapsed_ns;
             if status == 0 {
                 status = o.status;
@@ -647,6 +698,7 @@ impl<B: Backend> Owner<B> {
         if !thaw && status == neg(EAGAIN) {
             for &g in frozen_now.iter() {
                 let o = self.backend.freeze(target, g, true);
+                trace::freeze(self.id, f.handle, g, true, o.status, o.elapsed_ns);
                 elapsed += o.elapsed_ns;
                 REGISTRY.lock().thaw(key, g, self.id);
                 if let Some(x) = state
@@ -666,8 +718,22 @@ impl<B: Backend> Owner<B> {
 
     /// Drops the pins and the marks of attachments whose target exited: the
     /// process's queues are gone, and a pin would keep its memory and block
-    /// amdgpu's device teardown.
-    pub(crate) fn sweep(&self, state: &mut State<B::Target>) {
+    /// amdgpu's device teardown. The pins are dropped after the state lock
+    /// is released: unpinning a process can sleep and take amdkfd's locks.
+    pub(crate) fn sweep(&self) {
+        let gone = {
+            let mut state = self.state.lock();
+            self.take_exited(&mut state)
+        };
+        drop(gone);
+    }
+
+    /// The part of [`Self::sweep`] done under the state lock: takes the
+    /// targets that exited out of their attachments and forgets their marks
+    /// and freezes. Without memory for the list the sweep is only later:
+    /// the attachments it could not take keep their pins until the next.
+    fn take_exited(&self, state: &mut State<B::Target>) -> KVec<B::Target> {
+        let mut gone = KVec::new();
         let mut i = 0;
         while i < state.attachments.len() {
             let att = &mut state.attachments[i];
@@ -675,29 +741,39 @@ impl<B: Backend> Owner<B> {
             if att.target.as_ref().is_none_or(|t| self.backend.alive(t)) {
                 continue;
             }
+            if gone.reserve(1, GFP_KERNEL).is_err() {
+                break;
+            }
             let (handle, key) = (att.handle, att.key);
-            let gone = att.target.take();
+            if let Some(t) = att.target.take() {
+                // Capacity was reserved above: this cannot fail.
+                let _ = gone.push(t, GFP_KERNEL);
+            }
             state.marks.retain(|m| m.handle != handle);
             state.freezes.retain(|f| f.handle != handle);
             let mut reg = REGISTRY.lock();
             reg.forget_target(key);
             reg.stats.targets_exited += 1;
             drop(reg);
-            drop(gone);
+            trace::target_exit(self.id, handle);
         }
+        gone
     }
 
     /// Ends expired leases and sweeps exited targets; returns when to run
     /// again (milliseconds), or `None` if nothing needs watching.
     pub(crate) fn housekeep(&self) -> Option<u32> {
+        self.sweep();
         let mut state = self.state.lock();
         if state.closed {
             return None;
         }
-        self.sweep(&mut state);
         let expired = self.resume_marks(&mut state, |m| {
             m.lease_left_ns().is_some_and(|left| left <= 0)
         }) as u64;
+        if expired > 0 {
+            trace::lease_expired(self.id, expired as u32);
+        }
         state.stats.leases_expired += expired;
         REGISTRY.lock().stats.leases_expired += expired;
         Self::next_wakeup(&state)
@@ -767,10 +843,13 @@ impl<B: Backend> Owner<B> {
         self.state.lock().closed = true;
         // No housekeeping runs after this (it sees `closed`).
         self.cancel(true);
+        self.sweep();
         let mut state = self.state.lock();
-        self.sweep(&mut state);
         self.undo(&mut state, None);
         let gone = core::mem::take(&mut state.attachments);
+        for a in gone.iter() {
+            trace::detach(self.id, a.handle);
+        }
         let armed = state.armed.take();
         let watches = core::mem::take(&mut state.watches);
         drop(state);

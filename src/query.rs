@@ -21,6 +21,7 @@ use crate::{
     },
     registry::{
         QueueKey,
+        Registry,
         REGISTRY, //
     },
     uapi::{
@@ -36,14 +37,14 @@ use crate::{
 const INFO_SIZE: usize = size_of::<kfdp_queue_info>();
 
 /// Adds the ownership bits only the engine knows to `qi.state`.
-fn ownership<B: Backend>(
-    owner: &Owner<B>,
+fn ownership(
+    owner: u64,
+    reg: &Registry,
     key: u64,
     handle: u32,
     marks: &[crate::owner::Mark],
     qi: &mut kfdp_queue_info,
 ) {
-    let reg = REGISTRY.lock();
     let q = QueueKey {
         target: key,
         gpu_id: qi.gpu_id,
@@ -54,12 +55,42 @@ fn ownership<B: Backend>(
         .any(|m| m.handle == handle && m.gpu_id == qi.gpu_id && m.queue_id == qi.queue_id)
     {
         qi.state |= KFDP_QS_OWNED;
-    } else if reg.mark_owner(&q).is_some_and(|o| o != owner.id) {
+    } else if reg.mark_owner(&q).is_some_and(|o| o != owner) {
         qi.state |= KFDP_QS_OWNED_OTHER;
     }
     if reg.frozen(key, qi.gpu_id) {
         qi.state |= KFDP_QS_FROZEN;
     }
+}
+
+/// How often [`describe`] asks again when queues were created between its
+/// count and its copy.
+const DESCRIBE_TRIES: u32 = 4;
+
+/// The target's queue descriptions on `gpu_id`, at most `cap` of them, in a
+/// buffer sized to the queues that exist rather than to the caller's
+/// capacity (up to KFDP_MAX_BATCH descriptions, 384 KiB), and how many
+/// exist. The count is asked first; if queues appeared before the copy,
+/// the copy is redone with room for them, so that the buffer always holds
+/// min(count, cap) descriptions; EAGAIN if they keep appearing.
+fn describe<B: Backend>(
+    backend: &B,
+    target: &B::Target,
+    gpu_id: u32,
+    cap: usize,
+) -> Result<(KVVec<kfdp_queue_info>, u32)> {
+    let mut total = backend.query(target, gpu_id, &mut [])?;
+    for _ in 0..DESCRIBE_TRIES {
+        let want = (total as usize).min(cap);
+        let mut buf = KVVec::with_capacity(want, GFP_KERNEL)?;
+        buf.resize(want, kfdp_queue_info::default(), GFP_KERNEL)?;
+        total = backend.query(target, gpu_id, &mut buf)?;
+        if (total as usize).min(cap) <= want {
+            buf.truncate((total as usize).min(want));
+            return Ok((buf, total));
+        }
+    }
+    Err(EAGAIN)
 }
 
 /// KFDP_IOC_QUERY.
@@ -74,31 +105,26 @@ pub(crate) fn query<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) 
     }
     header().writer().write(&q)?;
 
-    // Bounded: at most KFDP_MAX_BATCH descriptions per call.
+    // At most KFDP_MAX_BATCH descriptions per call.
     let cap = q.capacity.min(KFDP_MAX_BATCH) as usize;
-    let mut buf = KVec::with_capacity(cap, GFP_KERNEL)?;
-    buf.resize(cap, kfdp_queue_info::default(), GFP_KERNEL)?;
-
-    let total = {
-        let mut guard = owner.state.lock();
-        let state = &mut *guard;
-        owner.sweep(state);
+    owner.sweep();
+    let (buf, total) = {
+        let state = owner.state.lock();
         let att = attachment(&state.attachments, q.handle).ok_or(EINVAL)?;
         let target = att.target.as_ref().ok_or(ESRCH)?;
-        let total = owner.backend.query(target, q.gpu_id, &mut buf)?;
-        let written = (total as usize).min(cap);
-        for qi in buf[..written].iter_mut() {
-            ownership(owner, att.key, att.handle, &state.marks, qi);
+        let (mut buf, total) = describe(&owner.backend, target, q.gpu_id, cap)?;
+        let reg = REGISTRY.lock();
+        for qi in buf.iter_mut() {
+            ownership(owner.id, &reg, att.key, att.handle, &state.marks, qi);
         }
-        total
+        (buf, total)
     };
 
-    let written = (total as usize).min(cap);
-    for (i, qi) in buf[..written].iter().enumerate() {
+    for (i, qi) in buf.iter().enumerate() {
         let ptr = element(q.entries_ptr, i, q.entry_size as usize)?;
         UserSlice::new(ptr, INFO_SIZE).writer().write(qi)?;
     }
     q.num_queues = total;
-    q.num_written = written as u32;
+    q.num_written = buf.len() as u32;
     header().writer().write(&q)
 }

@@ -23,7 +23,12 @@ pub(crate) struct QueueKey {
     pub(crate) queue_id: u32,
 }
 
-/// Module-wide counters (not exposed yet: debugfs is future work).
+/// Buckets of the hardware-phase histograms: bucket 0 counts batches under
+/// 1 µs, bucket i (1 ≤ i < 15) those of [2^(i-1), 2^i) µs, the last one
+/// everything from 2^14 µs (16 ms) up.
+pub(crate) const HIST_BUCKETS: usize = 16;
+
+/// Module-wide counters, shown in debugfs `kfd_preempt/stats`.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct Stats {
     /// PREEMPT calls that reached the hardware phase.
@@ -44,6 +49,23 @@ pub(crate) struct Stats {
     pub(crate) targets_exited: u64,
     /// Longest hardware phase of one batch, in nanoseconds.
     pub(crate) max_elapsed_ns: u64,
+    /// Hardware phases of PREEMPT (index 0) and RESUME (1) batches that
+    /// issued at least one update, by [`HIST_BUCKETS`].
+    pub(crate) hw_phase_hist: [[u64; HIST_BUCKETS]; 2],
+}
+
+impl Stats {
+    /// Counts a batch's hardware phase in the histogram of `op`.
+    pub(crate) fn record_hw_phase(&mut self, op: crate::backend::Op, elapsed_ns: u64) {
+        let us = elapsed_ns / 1000;
+        // Bucket of the highest set bit: 0 for < 1 µs, 1 for 1 µs, ...
+        let bucket = (u64::BITS - us.leading_zeros()) as usize;
+        let i = match op {
+            crate::backend::Op::Preempt => 0,
+            crate::backend::Op::Resume => 1,
+        };
+        self.hw_phase_hist[i][bucket.min(HIST_BUCKETS - 1)] += 1;
+    }
 }
 
 /// See the module documentation.
@@ -70,6 +92,7 @@ impl Registry {
                 external_resumes: 0,
                 targets_exited: 0,
                 max_elapsed_ns: 0,
+                hw_phase_hist: [[0; HIST_BUCKETS]; 2],
             },
         }
     }

@@ -116,4 +116,31 @@ void kfdp_eventfd_put(struct eventfd_ctx *ctx);
  */
 struct mm_struct *kfdp_target_mm(const struct kfdp_target *t);
 
+/*
+ * Trace events (kfdp_trace.h, created in kfdp_trace.c): the tracepoints
+ * whose static keys the crate tests, and the functions that emit them.
+ * Repeated here for bindgen; kfdp_trace.c includes both headers, so the
+ * compiler checks that these match the events' prototypes.
+ */
+struct tracepoint;
+extern struct tracepoint __tracepoint_kfdp_attach;
+extern struct tracepoint __tracepoint_kfdp_detach;
+extern struct tracepoint __tracepoint_kfdp_target_exit;
+extern struct tracepoint __tracepoint_kfdp_batch;
+extern struct tracepoint __tracepoint_kfdp_queue;
+extern struct tracepoint __tracepoint_kfdp_freeze;
+extern struct tracepoint __tracepoint_kfdp_lease_expired;
+void rust_do_trace_kfdp_attach(__u64 owner, __u32 handle, __s32 tgid,
+			       __u32 kind);
+void rust_do_trace_kfdp_detach(__u64 owner, __u32 handle);
+void rust_do_trace_kfdp_target_exit(__u64 owner, __u32 handle);
+void rust_do_trace_kfdp_batch(__u64 owner, __u32 op, __u32 flags,
+			      __u32 entries, __u32 ok, __u32 nodes,
+			      __u32 runlist_updates, __u64 elapsed_ns);
+void rust_do_trace_kfdp_queue(__u64 owner, __u32 op, __u32 handle,
+			      __u32 gpu_id, __u32 queue_id, __s32 status);
+void rust_do_trace_kfdp_freeze(__u64 owner, __u32 handle, __u32 gpu_id,
+			       bool thaw, __s32 status, __u64 elapsed_ns);
+void rust_do_trace_kfdp_lease_expired(__u64 owner, __u32 queues);
+
 #endif /* KFDP_GLUE_H */

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # The kfd-preempt CLI against a simulated tenant, as an operator uses it:
 # list shows the queues, preempt/resume visibly stop and restart their
-# progress, a lease ends by itself, freeze/thaw, and errors exit non-zero
+# progress, stats shows who holds them, a lease ends by itself, freeze/thaw,
+# and errors exit non-zero
 # with a message. KTAP.
 cli=kfd-preempt
 n=0 fails=0
@@ -19,7 +20,7 @@ if [ ! -e /dev/kfd_preempt_sim ] || ! command -v $cli >/dev/null; then
 	echo "1..0 # SKIP needs the simulated node (sim_nodes=N) and kfd-preempt on PATH"
 	exit 4
 fi
-echo "1..10"
+echo "1..11"
 $cli sim-tenant --queues 3 --node 0 >/tmp/cli_tenant.out &
 tenant=$!
 sleep 1
@@ -42,6 +43,14 @@ a=$(retired $tenant); sleep 0.3; b=$(retired $tenant)
 echo "# retired while preempted: $a -> $b"
 [ "$a" -gt 0 ] && [ "$a" = "$b" ] && [ "$(state $tenant 1)" = "suspended,owned-other" ]
 check $? "preempt holds every queue and progress stops"
+
+# The module's statistics name the holder's file and what it preempted.
+$cli stats >/tmp/cli_stats.out 2>&1
+rc=$?
+sed 's/^/# /' /tmp/cli_stats.out
+[ "$rc" = 0 ] && grep -q "^owner [0-9]*  tgid $holder  batches 1  queues_preempted 3 " /tmp/cli_stats.out &&
+	$cli stats --json | grep -q '"queues_preempted": [1-9]'
+check $? "stats shows the holder's file and its batch"
 
 $cli resume $tenant | sed 's/^/# /'
 wait $holder

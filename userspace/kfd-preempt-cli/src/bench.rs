@@ -155,6 +155,11 @@ pub(crate) struct Row {
     pub module_p99_us: f64,
     #[serde(default)]
     pub module_max_us: f64,
+    /// Median of wall time minus the module's `elapsed_ns` per repetition:
+    /// the software cost around the hardware phase (decoding, validating,
+    /// bookkeeping, the syscall itself).
+    #[serde(default)]
+    pub overhead_p50_us: f64,
 }
 
 /// The null-ioctl floor (KFDP_IOC_INFO).
@@ -322,6 +327,8 @@ type Rep = Result<(Duration, Duration, u64, Duration), String>;
 struct Samples {
     wall: Vec<Duration>,
     module: Vec<Duration>,
+    /// Wall time minus module time, per repetition.
+    overhead: Vec<Duration>,
     resume: Vec<Duration>,
     updates: u64,
 }
@@ -336,12 +343,14 @@ fn measure(reps: u32, budget: Duration, mut one: impl FnMut() -> Rep) -> Result<
         let (w, m, u, r) = one()?;
         s.wall.push(w);
         s.module.push(m);
+        s.overhead.push(w.saturating_sub(m));
         s.resume.push(r);
         // Every repetition issues the same work; keep the last count.
         s.updates = u;
     }
     s.wall.sort();
     s.module.sort();
+    s.overhead.sort();
     s.resume.sort();
     Ok(s)
 }
@@ -538,6 +547,7 @@ fn run_cell(
             module_p50_us: percentile_us(&s.module, 0.5),
             module_p99_us: percentile_us(&s.module, 0.99),
             module_max_us: percentile_us(&s.module, 1.0),
+            overhead_p50_us: percentile_us(&s.overhead, 0.5),
         });
     }
     drop(targets);
@@ -631,6 +641,58 @@ pub(crate) fn table(results: &Results, cost: &CostModel) -> String {
     out
 }
 
+/// Goals of issue 14 for the software around the hardware phase, in
+/// multiples of the INFO floor measured in the same run.
+const SINGLE_GOAL: f64 = 5.0;
+const BATCH_OVERHEAD_GOAL: f64 = 10.0;
+const BATCH_K: u32 = 64;
+
+/// The software cost of one cost model's run against its INFO floor: a
+/// single-entry PREEMPT's wall time, and a 64-entry batch's wall time minus
+/// its `elapsed_ns` (with the fewest processes measured). Empty if the run
+/// has neither point.
+pub(crate) fn software_cost(results: &Results, cost: &CostModel) -> String {
+    let Some(floor) = results.floor.iter().find(|f| f.cost_model == cost.name) else {
+        return String::new();
+    };
+    let batch = |k: u32| {
+        results
+            .rows
+            .iter()
+            .filter(|r| r.cost_model == cost.name && r.k == k && r.method == BATCH)
+            .min_by_key(|r| r.processes)
+    };
+    let info = floor.p50_us.max(f64::MIN_POSITIVE);
+    let mut out = String::new();
+    if let Some(one) = batch(1) {
+        out += &format!(
+            "  PREEMPT of 1 queue, wall p50        {:>9.1} us = {:>5.1}x INFO (goal <= {SINGLE_GOAL}x)\n",
+            one.p50_us,
+            one.p50_us / info
+        );
+    }
+    if let Some(b) = batch(BATCH_K) {
+        out += &format!(
+            "  PREEMPT of {BATCH_K} queues, wall - elapsed {:>7.1} us = {:>5.1}x INFO (goal <= {BATCH_OVERHEAD_GOAL}x)\n",
+            b.overhead_p50_us,
+            b.overhead_p50_us / info
+        );
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!(
+        "software cost, cost model {} ({}), against INFO p50 {:.1} us:\n{out}",
+        cost.name,
+        if results.label.is_empty() {
+            "unlabelled kernel"
+        } else {
+            &results.label
+        },
+        floor.p50_us
+    )
+}
+
 pub(crate) fn run(args: &BenchArgs) -> CliResult {
     let dev = Device::open()?;
     let info = dev.info()?;
@@ -705,6 +767,9 @@ pub(crate) fn run(args: &BenchArgs) -> CliResult {
         }
         print!("{}", table(&results, &cost));
     }
+    for cost in &results.cost_models {
+        print!("{}", software_cost(&results, cost));
+    }
     drop(guard);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")?;
@@ -752,6 +817,59 @@ mod tests {
         );
         assert_eq!(ready_rings("ready pid=7 queues=2"), None);
         assert_eq!(ready_rings("ready pid=7 rings=0x7f00,zz"), None);
+    }
+
+    fn row(k: u32, processes: u32, wall: f64, overhead: f64) -> Row {
+        Row {
+            cost_model: "zero".into(),
+            k,
+            p: processes,
+            processes,
+            method: BATCH.into(),
+            reps: 3,
+            p50_us: wall,
+            p99_us: wall,
+            max_us: wall,
+            resume_p50_us: 0.0,
+            resume_p99_us: 0.0,
+            resume_max_us: 0.0,
+            runlist_updates: 1,
+            module_p50_us: wall - overhead,
+            module_p99_us: 0.0,
+            module_max_us: 0.0,
+            overhead_p50_us: overhead,
+        }
+    }
+
+    #[test]
+    fn software_cost_is_in_multiples_of_info() {
+        let zero = CostModel::of(CostName::Zero);
+        let mut r = Results {
+            schema: "kfd-preempt-bench/1".into(),
+            environment: String::new(),
+            label: "bench kernel".into(),
+            node: 0,
+            node_mode: "hws".into(),
+            cost_models: vec![zero.clone()],
+            floor: vec![Floor {
+                cost_model: "zero".into(),
+                samples: 10,
+                p50_us: 4.0,
+                p99_us: 5.0,
+            }],
+            rows: vec![
+                row(1, 1, 20.0, 18.0),
+                row(64, 8, 500.0, 80.0),
+                row(64, 1, 300.0, 40.0),
+            ],
+        };
+        let text = software_cost(&r, &zero);
+        assert!(text.contains("bench kernel"), "{text}");
+        assert!(text.contains("20.0 us =   5.0x INFO"), "{text}");
+        // The fewest processes: the 64-queue batch of one tenant.
+        assert!(text.contains("40.0 us =  10.0x INFO"), "{text}");
+        r.floor.clear();
+        assert_eq!(software_cost(&r, &zero), "");
     }
 
     #[test]

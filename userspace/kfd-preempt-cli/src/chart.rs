@@ -288,6 +288,7 @@ mod tests {
                     module_p50_us: us / 2.0,
                     module_p99_us: us,
                     module_max_us: us,
+                    overhead_p50_us: us / 2.0,
                 });
             }
         }

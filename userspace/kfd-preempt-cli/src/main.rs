@@ -14,6 +14,7 @@ mod hold;
 mod list;
 mod registry;
 mod signals;
+mod stats;
 mod tenant;
 
 use std::process::ExitCode;
@@ -126,6 +127,9 @@ enum Command {
     /// Be a simulated tenant: create queues on a simulated node and keep
     /// them until stdin closes or a signal arrives (for demos and tests).
     SimTenant(tenant::TenantArgs),
+    /// The module's statistics (debugfs kfd_preempt/stats): counters,
+    /// hardware-phase histograms, and each open file's counters.
+    Stats(stats::StatsArgs),
     /// Show what kfd-preemptd is doing, from its statistics file: mode,
     /// counters, tenants and the reaction-latency histogram.
     Daemon(daemon::DaemonArgs),
@@ -199,6 +203,7 @@ fn run(cli: Cli) -> CliResult {
         Command::Bench(args) => bench::run(&args),
         Command::Chart { input, output } => chart::from_file(&input, &output),
         Command::SimTenant(args) => tenant::run(&args),
+        Command::Stats(args) => stats::run(&args),
         Command::Daemon(args) => daemon::run(&args),
     }
 }

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The load of `make profile` (scripts/profile.sh): one simulated tenant with
+ * K queues on node 0, one owner, and R repetitions of one call, so that a
+ * function_graph trace of this process shows where that call's time goes.
+ *
+ * usage: profile_batch MODE K R
+ *   MODE  info | preempt (PREEMPT of K, then RESUME of K, untimed) |
+ *         validate (VALIDATE_ONLY PREEMPT of K) | freeze (FREEZE + THAW) |
+ *         query (QUERY of the K queues)
+ *
+ * Prints "MODE K R mean_ns" of the timed call, measured here, for the
+ * record beside the trace; the trace itself is the profile.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/kfd_preempt.h>
+
+#define MAXQ 1024
+
+static void die(const char *what)
+{
+	fprintf(stderr, "profile_batch: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static struct kfdp_queue_ref refs[MAXQ];
+static struct kfdp_queue_info infos[MAXQ];
+
+static void batch(int owner, unsigned long cmd, int k, __u32 flags)
+{
+	struct kfdp_batch b = {
+		.entries_ptr = (uintptr_t)refs, .num_entries = k,
+		.entry_size = sizeof(refs[0]), .flags = flags,
+	};
+	int i;
+
+	if (ioctl(owner, cmd, &b))
+		die("batch");
+	for (i = 0; i < k; i++)
+		if (refs[i].status)
+			die("an entry failed");
+}
+
+int main(int argc, char **argv)
+{
+	struct kfdp_attach a = { .kind = KFDP_TARGET_SIM_FD };
+	const char *mode;
+	long long t, total = 0;
+	int tenant, owner, k, r, i;
+
+	if (argc != 4)
+		return fprintf(stderr, "usage: profile_batch MODE K R\n"), 2;
+	mode = argv[1];
+	k = atoi(argv[2]);
+	r = atoi(argv[3]);
+	if (k < 1 || k > MAXQ || r < 1)
+		return fprintf(stderr, "profile_batch: 1 <= K <= %d, R >= 1\n", MAXQ), 2;
+	tenant = open("/dev/kfd_preempt_sim", O_RDWR | O_CLOEXEC);
+	owner = open("/dev/kfd_preempt", O_RDWR | O_CLOEXEC);
+	if (tenant < 0 || owner < 0)
+		die("open");
+	for (i = 0; i < k; i++) {
+		struct kfdp_sim_queue_create c = { .node = 0, .queue_type = 0 };
+
+		if (ioctl(tenant, KFDP_SIM_IOC_CREATE_QUEUE, &c))
+			die("create queue");
+		refs[i] = (struct kfdp_queue_ref){ .gpu_id = 0x5100, .queue_id = c.queue_id };
+	}
+	a.fd = tenant;
+	if (ioctl(owner, KFDP_IOC_ATTACH, &a))
+		die("attach");
+	for (i = 0; i < k; i++)
+		refs[i].handle = a.handle;
+
+	for (i = 0; i < r; i++) {
+		if (!strcmp(mode, "info")) {
+			struct kfdp_info info = { 0 };
+
+			t = now_ns();
+			if (ioctl(owner, KFDP_IOC_INFO, &info))
+				die("info");
+			total += now_ns() - t;
+		} else if (!strcmp(mode, "preempt")) {
+			t = now_ns();
+			batch(owner, KFDP_IOC_PREEMPT, k, 0);
+			total += now_ns() - t;
+			batch(owner, KFDP_IOC_RESUME, k, 0);
+		} else if (!strcmp(mode, "validate")) {
+			t = now_ns();
+			batch(owner, KFDP_IOC_PREEMPT, k, KFDP_BATCH_VALIDATE_ONLY);
+			total += now_ns() - t;
+		} else if (!strcmp(mode, "freeze")) {
+			struct kfdp_freeze f = { .handle = a.handle, .gpu_id = 0x5100 };
+
+			t = now_ns();
+			if (ioctl(owner, KFDP_IOC_FREEZE, &f) || f.status)
+				die("freeze");
+			total += now_ns() - t;
+			memset(&f, 0, sizeof(f));
+			f.handle = a.handle;
+			f.gpu_id = 0x5100;
+			if (ioctl(owner, KFDP_IOC_THAW, &f))
+				die("thaw");
+		} else if (!strcmp(mode, "query")) {
+			struct kfdp_query q = {
+				.handle = a.handle, .entries_ptr = (uintptr_t)infos,
+				.capacity = MAXQ, .entry_size = sizeof(infos[0]),
+			};
+
+			t = now_ns();
+			if (ioctl(owner, KFDP_IOC_QUERY, &q) || q.num_queues != (__u32)k)
+				die("query");
+			total += now_ns() - t;
+		} else {
+			return fprintf(stderr, "profile_batch: unknown mode %s\n", mode), 2;
+		}
+	}
+	printf("%s %d %d %lld\n", mode, k, r, total / r);
+	return 0;
+}
