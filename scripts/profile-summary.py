@@ -4,9 +4,10 @@
 
 For each profiled call: the mean wall time measured untraced by
 profile_batch, and, from the trace, the mean traced time of one ioctl
-syscall split into its direct children (the C functions the Rust code
-calls, and the syscall's own entry work) and the rest ("Rust and
-untraced"), which is what the children do not account for.
+syscall (__x64_sys_ioctl, depth 1, whose one child is __se_sys_ioctl)
+split into the functions at depth 3 (the C functions the module's Rust
+code calls, since Rust has no ftrace entry, and the VFS's own checks) and
+the rest ("Rust and untraced"), which is what they do not account for.
 
 usage: profile-summary.py RESULTS_LOG
 """
@@ -41,10 +42,10 @@ def parse(lines):
             d, name = stack.pop()
             if d == 1 and dur is not None:
                 yield dur, children
-            elif d == 2 and dur is not None:
+            elif d == 3 and dur is not None:
                 children[name] += dur
             continue
-        if body.endswith(";") and dur is not None and depth == 2:
+        if body.endswith(";") and dur is not None and depth == 3:
             children[body[:-1].rstrip("()")] += dur
 
 

@@ -130,7 +130,14 @@ impl Backend for AmdKfd {
     }
 
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Target>]) -> Applied {
-        let mut raw = KVec::new();
+        // One allocation; the pushes below stay within it.
+        let Ok(mut raw) = KVVec::with_capacity(items.len(), GFP_KERNEL) else {
+            for it in items.iter_mut() {
+                it.status = ENOMEM.to_errno();
+                it.marked = it.owned;
+            }
+            return Applied::default();
+        };
         for it in items.iter() {
             let item = glue::kfdp_glue_item {
                 target: it.target.ptr.as_ptr(),

@@ -37,6 +37,8 @@ pub(crate) struct Item<'a, T> {
     pub(crate) status: i32,
     /// Out: the calling owner's mark is on the queue after the call.
     pub(crate) marked: bool,
+    /// The engine's: which entry of the batch this is (backends ignore it).
+    pub(crate) entry: u32,
 }
 
 /// What a batch cost on the hardware.

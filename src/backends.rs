@@ -86,10 +86,9 @@ impl MuxFaults {
     }
 }
 
-/// The items of one backend in a batch, and where each came from.
+/// The items of one backend in a batch, in the batch's order.
 struct Part<'a, T> {
-    items: KVec<Item<'a, T>>,
-    at: KVec<usize>,
+    items: KVVec<Item<'a, T>>,
 }
 
 impl<'a, T> Part<'a, T> {
@@ -104,45 +103,65 @@ impl<'a, T> Part<'a, T> {
         }
         let n = items.iter().filter(|it| pick(it.target).is_some()).count();
         let mut part = Part {
-            items: KVec::with_capacity(n, GFP_KERNEL)?,
-            at: KVec::with_capacity(n, GFP_KERNEL)?,
+            items: KVVec::with_capacity(n, GFP_KERNEL)?,
         };
-        for (i, it) in items.iter().enumerate() {
+        for it in items.iter() {
             let Some(target) = pick(it.target) else {
                 continue;
             };
-            let sub = Item {
-                target,
-                gpu_id: it.gpu_id,
-                queue_id: it.queue_id,
-                owned: it.owned,
-                status: 0,
-                marked: false,
-            };
-            // Room for `n` was made above.
-            part.items.push(sub, GFP_KERNEL)?;
-            part.at.push(i, GFP_KERNEL)?;
+            // Room for `n` was made above: this does not allocate.
+            part.items.push(
+                Item {
+                    target,
+                    gpu_id: it.gpu_id,
+                    queue_id: it.queue_id,
+                    owned: it.owned,
+                    status: 0,
+                    marked: false,
+                    entry: it.entry,
+                },
+                GFP_KERNEL,
+            )?;
         }
         Ok(part)
     }
 
-    /// Runs backend `b` on this part and copies the outcomes back.
+    /// Runs backend `b` on this part and copies the outcomes back to the
+    /// items `pick` selects, which are this part's, in the same order.
     fn apply<B: Backend<Target = T>, K, S>(
         mut self,
         b: &B,
         op: Op,
         dry_run: bool,
         items: &mut [Item<'a, AnyTarget<K, S>>],
+        pick: impl Fn(&'a AnyTarget<K, S>) -> Option<&'a T>,
     ) -> Applied {
         if self.items.is_empty() {
             return Applied::default();
         }
         let applied = b.apply(op, dry_run, &mut self.items);
-        for (sub, &i) in self.items.iter().zip(self.at.iter()) {
-            items[i].status = sub.status;
-            items[i].marked = sub.marked;
+        let mine = items.iter_mut().filter(|it| pick(it.target).is_some());
+        for (it, sub) in mine.zip(self.items.iter()) {
+            it.status = sub.status;
+            it.marked = sub.marked;
         }
         applied
+    }
+}
+
+/// The amdkfd targets of a batch.
+fn kfd_of<K, S>(t: &AnyTarget<K, S>) -> Option<&K> {
+    match t {
+        AnyTarget::Kfd(t) => Some(t),
+        AnyTarget::Sim(_) => None,
+    }
+}
+
+/// The simulated targets of a batch.
+fn sim_of<K, S>(t: &AnyTarget<K, S>) -> Option<&S> {
+    match t {
+        AnyTarget::Sim(t) => Some(t),
+        AnyTarget::Kfd(_) => None,
     }
 }
 
@@ -214,22 +233,8 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
         // of memory for the second must not overwrite the outcomes of the
         // first, applied already (its marks would be forgotten while its
         // queues stay off the GPU).
-        let kfd = Part::of(
-            items,
-            |t| match t {
-                AnyTarget::Kfd(t) => Some(t),
-                AnyTarget::Sim(_) => None,
-            },
-            false,
-        );
-        let sim = Part::of(
-            items,
-            |t| match t {
-                AnyTarget::Sim(t) => Some(t),
-                AnyTarget::Kfd(_) => None,
-            },
-            self.faults.sim_part_fails(),
-        );
+        let kfd = Part::of(items, kfd_of, false);
+        let sim = Part::of(items, sim_of, self.faults.sim_part_fails());
         let (Ok(kfd), Ok(sim)) = (kfd, sim) else {
             for it in items.iter_mut() {
                 it.status = ENOMEM.to_errno();
@@ -237,9 +242,9 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
             }
             return Applied::default();
         };
-        let a = kfd.apply(&self.kfd, op, dry_run, items);
+        let a = kfd.apply(&self.kfd, op, dry_run, items, kfd_of);
         let b = match &self.sim {
-            Some(s) => sim.apply(s, op, dry_run, items),
+            Some(s) => sim.apply(s, op, dry_run, items, sim_of),
             None => {
                 // No simulated nodes: their targets cannot exist.
                 for it in items.iter_mut() {

@@ -122,12 +122,8 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     header().writer().write(&b)?;
     write_refs(b.entries_ptr, b.entry_size, &entries)?;
 
-    owner.sweep();
-    let applied = {
-        let mut guard = owner.state.lock();
-        let state = &mut *guard;
-        owner.run_batch(state, op, b.flags, b.lease_ms, &mut entries)
-    };
+    let applied =
+        owner.with_swept(|state| owner.run_batch(state, op, b.flags, b.lease_ms, &mut entries));
 
     b.num_ok = entries.iter().filter(|e| e.status == 0).count() as u32;
     b.num_runlist_updates = applied.runlist_updates;

@@ -163,6 +163,39 @@ fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
     attachment(attachments, handle).map_or(0, |a| a.key)
 }
 
+/// Batches up to this size find their duplicates in a buffer on the stack.
+const SMALL_BATCH: usize = 32;
+
+/// Sets the status of every entry that repeats an earlier one (same
+/// handle, gpu_id and queue_id) to `KFDP_R_ALREADY`, and of the others to
+/// 0, in O(n log n): the entries' indices are sorted by key, in a buffer on
+/// the stack for small batches. ENOMEM (and nothing set) if a large
+/// batch's buffer cannot be allocated.
+fn mark_duplicates(entries: &mut [uapi::kfdp_queue_ref]) -> Result {
+    let n = entries.len();
+    let mut small = [0u32; SMALL_BATCH];
+    let mut large = KVVec::new();
+    let order: &mut [u32] = if n <= SMALL_BATCH {
+        &mut small[..n]
+    } else {
+        large.resize(n, 0u32, GFP_KERNEL)?;
+        &mut large
+    };
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i as u32;
+    }
+    let key = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
+    order.sort_unstable_by_key(|&i| (key(&entries[i as usize]), i));
+    let mut prev = None;
+    for &i in order.iter() {
+        let e = &mut entries[i as usize];
+        let dup = prev == Some(key(e));
+        prev = Some(key(e));
+        e.status = if dup { uapi::KFDP_R_ALREADY as i32 } else { 0 };
+    }
+    Ok(())
+}
+
 /// How many nodes the items of a batch are on (at most [`MAX_GPUS`] are
 /// told apart; a process has no more).
 fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
@@ -381,30 +414,21 @@ impl<B: Backend> Owner<B> {
         let all_or_nothing = flags & uapi::KFDP_BATCH_ALL_OR_NOTHING != 0;
 
         // Pass 1: entry-level validation and duplicates, in the engine.
-        let mut order: KVec<usize> = KVec::new();
-        for i in 0..entries.len() {
-            if order.push(i, GFP_KERNEL).is_err() {
-                for e in entries.iter_mut() {
-                    e.status = neg(ENOMEM);
-                }
-                return Applied::default();
+        if mark_duplicates(entries).is_err() {
+            for e in entries.iter_mut() {
+                e.status = neg(ENOMEM);
             }
+            return Applied::default();
         }
-        order.sort_unstable_by_key(|&i| {
-            (entries[i].handle, entries[i].gpu_id, entries[i].queue_id, i)
-        });
-        let key_of = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
-        for w in 1..order.len() {
-            let dup = key_of(&entries[order[w - 1]]) == key_of(&entries[order[w]]);
-            entries[order[w]].status = if dup { uapi::KFDP_R_ALREADY as i32 } else { 0 };
-        }
-        if let Some(&first) = order.first() {
-            entries[first].status = 0;
-        }
-
+        // One allocation, for the entries that reach the backend.
+        let wanted = entries.iter().filter(|e| e.status == 0).count();
+        let Ok(mut items) = KVVec::<Item<'_, B::Target>>::with_capacity(wanted, GFP_KERNEL) else {
+            for e in entries.iter_mut() {
+                e.status = neg(ENOMEM);
+            }
+            return Applied::default();
+        };
         let reg = REGISTRY.lock();
-        let mut items: KVec<Item<'_, B::Target>> = KVec::new();
-        let mut item_entry: KVec<usize> = KVec::new();
         for (i, e) in entries.iter_mut().enumerate() {
             if e.status != 0 {
                 continue;
@@ -438,10 +462,11 @@ impl<B: Backend> Owner<B> {
                 owned: owner == Some(self.id),
                 status: 0,
                 marked: false,
+                entry: i as u32,
             };
-            if items.push(item, GFP_KERNEL).is_err() || item_entry.push(i, GFP_KERNEL).is_err() {
+            // Capacity for every entry still at 0 was reserved above.
+            if items.push(item, GFP_KERNEL).is_err() {
                 e.status = neg(ENOMEM);
-                items.truncate(item_entry.len());
             }
         }
         drop(reg);
@@ -453,8 +478,8 @@ impl<B: Backend> Owner<B> {
             let failed =
                 entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status < 0);
             if failed {
-                for (it, &i) in items.iter().zip(item_entry.iter()) {
-                    entries[i].status = it.status;
+                for it in items.iter() {
+                    entries[it.entry as usize].status = it.status;
                 }
                 for e in entries.iter_mut() {
                     if e.status >= 0 {
@@ -471,8 +496,8 @@ impl<B: Backend> Owner<B> {
         let mut reg = REGISTRY.lock();
         let since = Instant::<Monotonic>::now();
         let lease_ns = i64::from(lease_ms) * 1_000_000;
-        for (it, &i) in items.iter().zip(item_entry.iter()) {
-            let e = &mut entries[i];
+        for it in items.iter() {
+            let e = &mut entries[it.entry as usize];
             e.status = it.status;
             if validate_only {
                 continue;
@@ -523,6 +548,7 @@ impl<B: Backend> Owner<B> {
                             owned: true,
                             status: 0,
                             marked: true,
+                            entry: it.entry,
                         }];
                         drop(reg);
                         let _ = self.backend.apply(Op::Resume, false, &mut one);
@@ -721,11 +747,19 @@ impl<B: Backend> Owner<B> {
     /// amdgpu's device teardown. The pins are dropped after the state lock
     /// is released: unpinning a process can sleep and take amdkfd's locks.
     pub(crate) fn sweep(&self) {
-        let gone = {
+        self.with_swept(|_| ());
+    }
+
+    /// Runs `f` on the state, under one lock, after sweeping it; the pins
+    /// of exited targets are dropped once the lock is released.
+    pub(crate) fn with_swept<R>(&self, f: impl FnOnce(&mut State<B::Target>) -> R) -> R {
+        let (r, gone) = {
             let mut state = self.state.lock();
-            self.take_exited(&mut state)
+            let gone = self.take_exited(&mut state);
+            (f(&mut state), gone)
         };
         drop(gone);
+        r
     }
 
     /// The part of [`Self::sweep`] done under the state lock: takes the

@@ -107,9 +107,7 @@ pub(crate) fn query<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) 
 
     // At most KFDP_MAX_BATCH descriptions per call.
     let cap = q.capacity.min(KFDP_MAX_BATCH) as usize;
-    owner.sweep();
-    let (buf, total) = {
-        let state = owner.state.lock();
+    let (buf, total) = owner.with_swept(|state| -> Result<_> {
         let att = attachment(&state.attachments, q.handle).ok_or(EINVAL)?;
         let target = att.target.as_ref().ok_or(ESRCH)?;
         let (mut buf, total) = describe(&owner.backend, target, q.gpu_id, cap)?;
@@ -117,8 +115,8 @@ pub(crate) fn query<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) 
         for qi in buf.iter_mut() {
             ownership(owner.id, &reg, att.key, att.handle, &state.marks, qi);
         }
-        (buf, total)
-    };
+        Ok((buf, total))
+    })?;
 
     for (i, qi) in buf.iter().enumerate() {
         let ptr = element(q.entries_ptr, i, q.entry_size as usize)?;

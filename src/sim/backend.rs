@@ -135,9 +135,13 @@ impl Backend for SimNodes {
     }
 
     fn alive(&self, t: &Target) -> bool {
-        let mut st = self.0.state.lock();
-        st.reap(&self.0);
-        st.find(t.id).is_some()
+        // This process only: the engine asks for every attachment at every
+        // call, and a reap of all processes here made that O(processes)
+        // each. A process whose address space is gone is not alive; the
+        // next reap tears it down, as amdkfd's mmu notifier does.
+        let st = self.0.state.lock();
+        st.find(t.id)
+            .is_some_and(|i| st.processes[i].mm.mmget_not_zero().is_some())
     }
 
     fn gpu_ids(&self, _t: &Target) -> Result<KVec<u32>> {
@@ -180,7 +184,14 @@ impl Backend for SimNodes {
     }
 
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Target>]) -> Applied {
-        let mut reqs = KVec::new();
+        // One allocation; the pushes below stay within it.
+        let Ok(mut reqs) = KVVec::with_capacity(items.len(), GFP_KERNEL) else {
+            for it in items.iter_mut() {
+                it.status = ENOMEM.to_errno();
+                it.marked = it.owned;
+            }
+            return Applied::default();
+        };
         for it in items.iter() {
             let r = Req::new(
                 it.target.id,

@@ -14,7 +14,7 @@ fi
 echo 0 >$T/tracing_on
 echo function_graph >$T/current_tracer
 echo __x64_sys_ioctl >$T/set_graph_function
-echo 3 >$T/max_graph_depth
+echo 4 >$T/max_graph_depth
 echo 1 >$T/options/funcgraph-tail
 echo 0 >$T/options/funcgraph-irqs
 echo 8192 >$T/buffer_size_kb
