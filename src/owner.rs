@@ -10,6 +10,7 @@
 use kernel::{
     new_delayed_work, new_mutex,
     prelude::*,
+    rbtree::RBTree,
     sync::{
         Arc,
         Mutex, //
@@ -102,8 +103,11 @@ pub(crate) struct State<T> {
     /// Set at release; no work is queued after it.
     pub(crate) closed: bool,
     pub(crate) next_handle: u32,
+    /// In handle order: handles only grow, and ATTACH appends.
     pub(crate) attachments: KVec<Attachment<T>>,
-    pub(crate) marks: KVec<Mark>,
+    /// This owner's marks, keyed as binder keys its state: a batch finds
+    /// each entry's mark in O(log m).
+    pub(crate) marks: RBTree<MarkKey, Mark>,
     pub(crate) freezes: KVec<Freeze>,
     pub(crate) stats: OwnerStats,
     /// Watched queues (activity detection), in the order they were watched.
@@ -154,8 +158,34 @@ const MAX_QUEUE_ID: u32 = 1024;
 
 /// Attachment `handle`, if this owner has it. A free function, not a method
 /// of [`State`], so that callers can borrow other fields of the state.
+/// A binary search: attachments are kept in handle order (see [`State`]).
 pub(crate) fn attachment<T>(attachments: &[Attachment<T>], handle: u32) -> Option<&Attachment<T>> {
-    attachments.iter().find(|a| a.handle == handle)
+    let i = attachments
+        .binary_search_by_key(&handle, |a| a.handle)
+        .ok()?;
+    attachments.get(i)
+}
+
+/// A mark's key in its owner's tree: handle, gpu_id, queue_id.
+pub(crate) type MarkKey = (u32, u32, u32);
+
+/// Removes the marks `keep` rejects, calling `gone` on each first.
+fn retain_marks(
+    marks: &mut RBTree<MarkKey, Mark>,
+    keep: impl Fn(&Mark) -> bool,
+    mut gone: impl FnMut(&Mark),
+) {
+    let mut cursor = marks.cursor_front_mut();
+    while let Some(c) = cursor {
+        if keep(c.current().1) {
+            cursor = c.move_next();
+            continue;
+        }
+        gone(c.current().1);
+        // The next node, or the previous one when the last was removed:
+        // that one was kept, and moving on from it ends the walk.
+        cursor = c.remove_current().0;
+    }
 }
 
 /// The registry key of attachment `handle`'s process (0 if unknown).
@@ -225,7 +255,7 @@ impl<B: Backend> Owner<B> {
                     closed: false,
                     next_handle: 1,
                     attachments: KVec::new(),
-                    marks: KVec::new(),
+                    marks: RBTree::new(),
                     freezes: KVec::new(),
                     stats: OwnerStats::default(),
                     watches: KVec::new(),
@@ -338,18 +368,18 @@ impl<B: Backend> Owner<B> {
         // rather than left to an owner that is going away.
         let mut reg = REGISTRY.lock();
         let atts = &state.attachments;
-        state.marks.retain(|m| {
-            if handle.is_some_and(|h| h != m.handle) {
-                return true;
-            }
-            let key = QueueKey {
-                target: target_key(atts, m.handle),
-                gpu_id: m.gpu_id,
-                queue_id: m.queue_id,
-            };
-            reg.unclaim(&key, self.id);
-            false
-        });
+        retain_marks(
+            &mut state.marks,
+            |m| handle.is_some_and(|h| h != m.handle),
+            |m| {
+                let key = QueueKey {
+                    target: target_key(atts, m.handle),
+                    gpu_id: m.gpu_id,
+                    queue_id: m.queue_id,
+                };
+                reg.unclaim(&key, self.id);
+            },
+        );
         drop(reg);
 
         // Thaw every freeze, exactly as many times as it was frozen.
@@ -380,7 +410,7 @@ impl<B: Backend> Owner<B> {
     /// Without memory the batch is only shorter: the marks left over stay.
     fn resume_marks(&self, state: &mut State<B::Target>, select: impl Fn(&Mark) -> bool) -> usize {
         let mut entries = KVec::new();
-        for m in state.marks.iter().filter(|m| select(m)) {
+        for m in state.marks.values().filter(|m| select(m)) {
             let e = uapi::kfdp_queue_ref {
                 handle: m.handle,
                 gpu_id: m.gpu_id,
@@ -507,22 +537,19 @@ impl<B: Backend> Owner<B> {
                 reg.stats.external_resumes += 1;
             }
             let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
-            let pos = state
-                .marks
-                .iter()
-                .position(|m| m.handle == handle && m.gpu_id == gpu_id && m.queue_id == queue_id);
+            let mkey = (handle, gpu_id, queue_id);
             let key = QueueKey {
                 target: target_key(&state.attachments, handle),
                 gpu_id,
                 queue_id,
             };
-            match (it.marked, pos) {
-                (true, Some(p)) => {
+            match (it.marked, state.marks.get_mut(&mkey)) {
+                (true, Some(m)) => {
                     // A refused or failed PREEMPT of a held mark (EAGAIN,
                     // EIO) changes nothing, its lease included.
                     if op == Op::Preempt && it.status >= 0 {
-                        state.marks[p].since = since;
-                        state.marks[p].lease_ns = lease_ns;
+                        m.since = since;
+                        m.lease_ns = lease_ns;
                     }
                 }
                 (true, None) => {
@@ -535,11 +562,12 @@ impl<B: Backend> Owner<B> {
                     };
                     // The mark is on the hardware: if it cannot be recorded,
                     // undo it rather than leave it without an owner.
-                    if state.marks.push(m, GFP_KERNEL).is_err() || reg.claim(key, self.id).is_err()
-                    {
-                        state.marks.retain(|x| {
-                            !(x.handle == handle && x.gpu_id == gpu_id && x.queue_id == queue_id)
-                        });
+                    let recorded = state
+                        .marks
+                        .try_create_and_insert(mkey, m, GFP_KERNEL)
+                        .is_ok();
+                    if !recorded || reg.claim(key, self.id).is_err() {
+                        state.marks.remove(&mkey);
                         e.status = neg(ENOMEM);
                         let mut one = [Item {
                             target: it.target,
@@ -555,8 +583,8 @@ impl<B: Backend> Owner<B> {
                         reg = REGISTRY.lock();
                     }
                 }
-                (false, Some(p)) => {
-                    let _ = state.marks.remove(p);
+                (false, Some(_)) => {
+                    state.marks.remove(&mkey);
                     reg.unclaim(&key, self.id);
                 }
                 (false, None) => {}
@@ -783,7 +811,7 @@ impl<B: Backend> Owner<B> {
                 // Capacity was reserved above: this cannot fail.
                 let _ = gone.push(t, GFP_KERNEL);
             }
-            state.marks.retain(|m| m.handle != handle);
+            retain_marks(&mut state.marks, |m| m.handle != handle, |_| ());
             state.freezes.retain(|f| f.handle != handle);
             let mut reg = REGISTRY.lock();
             reg.forget_target(key);
@@ -814,7 +842,7 @@ impl<B: Backend> Owner<B> {
     }
 
     fn next_wakeup(state: &State<B::Target>) -> Option<u32> {
-        let lease = state.marks.iter().filter_map(|m| m.lease_left_ns()).min();
+        let lease = state.marks.values().filter_map(|m| m.lease_left_ns()).min();
         let watching = state.attachments.iter().any(|a| a.target.is_some());
         match lease {
             Some(ns) => {

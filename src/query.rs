@@ -5,6 +5,7 @@
 
 use kernel::{
     prelude::*,
+    rbtree::RBTree,
     sync::Arc,
     uaccess::{
         UserPtr,
@@ -17,6 +18,8 @@ use crate::{
     batch::element,
     owner::{
         attachment,
+        Mark,
+        MarkKey,
         Owner, //
     },
     registry::{
@@ -42,7 +45,7 @@ fn ownership(
     reg: &Registry,
     key: u64,
     handle: u32,
-    marks: &[crate::owner::Mark],
+    marks: &RBTree<MarkKey, Mark>,
     qi: &mut kfdp_queue_info,
 ) {
     let q = QueueKey {
@@ -50,10 +53,7 @@ fn ownership(
         gpu_id: qi.gpu_id,
         queue_id: qi.queue_id,
     };
-    if marks
-        .iter()
-        .any(|m| m.handle == handle && m.gpu_id == qi.gpu_id && m.queue_id == qi.queue_id)
-    {
+    if marks.get(&(handle, qi.gpu_id, qi.queue_id)).is_some() {
         qi.state |= KFDP_QS_OWNED;
     } else if reg.mark_owner(&q).is_some_and(|o| o != owner) {
         qi.state |= KFDP_QS_OWNED_OTHER;

@@ -10,7 +10,10 @@
 //! Lock order: an owner's state lock, then [`REGISTRY`]. Nothing sleeps on
 //! hardware with [`REGISTRY`] held.
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    rbtree::RBTree, //
+};
 
 /// A queue of a process, as the registry keys it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -68,20 +71,54 @@ impl Stats {
     }
 }
 
+/// A freeze count's key: which node of which process, and by whom.
+type FreezeKey = (u64, u32, u64);
+
 /// See the module documentation.
+///
+/// Keyed as binder keys its state: each question is one tree lookup, and a
+/// batch of n entries costs O(n log m) whatever the m marks all owners hold
+/// (a flat list made every lookup a scan of every mark).
 pub(crate) struct Registry {
-    marks: KVec<(QueueKey, u64)>,
-    freezes: KVec<(u64, u32, u64)>,
+    /// The owner of each marked queue. `None` until the first mark: a tree
+    /// cannot be built in the `const` initialiser of the global lock.
+    marks: Option<RBTree<QueueKey, u64>>,
+    /// How many times each owner froze each node of each process (nested
+    /// FREEZEs are one entry with a count, not one entry each).
+    freezes: Option<RBTree<FreezeKey, u32>>,
     /// Module-wide statistics.
     pub(crate) stats: Stats,
+}
+
+/// The first key of `target` in an order whose first field is the target.
+const fn first_queue(target: u64) -> QueueKey {
+    QueueKey {
+        target,
+        gpu_id: 0,
+        queue_id: 0,
+    }
+}
+
+/// Removes every node of `tree` from the first key not below `from` while
+/// `same` holds for its key.
+fn remove_run<K: Ord, V>(tree: &mut RBTree<K, V>, from: &K, same: impl Fn(&K) -> bool) {
+    let mut cursor = tree.cursor_lower_bound_mut(from);
+    while let Some(c) = cursor {
+        if !same(c.current().0) {
+            break;
+        }
+        // Dropping the node frees it; the cursor moves to the next one.
+        let (next, _node) = c.remove_current();
+        cursor = next;
+    }
 }
 
 impl Registry {
     /// An empty registry.
     pub(crate) const fn new() -> Self {
         Self {
-            marks: KVec::new(),
-            freezes: KVec::new(),
+            marks: None,
+            freezes: None,
             stats: Stats {
                 preempt_batches: 0,
                 resume_batches: 0,
@@ -97,57 +134,88 @@ impl Registry {
         }
     }
 
-    /// How many marks and freezes all owners hold.
+    /// How many marks and freezes all owners hold (a nested freeze counts
+    /// once per FREEZE).
     pub(crate) fn held(&self) -> usize {
-        self.marks.len() + self.freezes.len()
+        let marks = self.marks.as_ref().map_or(0, |m| m.iter().count());
+        let freezes = self
+            .freezes
+            .as_ref()
+            .map_or(0, |f| f.values().map(|&c| c as usize).sum());
+        marks + freezes
     }
 
     /// The owner whose mark is on `q`, if any.
     pub(crate) fn mark_owner(&self, q: &QueueKey) -> Option<u64> {
-        self.marks.iter().find(|(k, _)| k == q).map(|(_, o)| *o)
+        self.marks.as_ref()?.get(q).copied()
     }
 
-    /// Records that `owner` marked `q`.
+    /// Records that `owner` marked `q` (a mark already there stays).
     pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
-        if self.mark_owner(&q).is_none() {
-            self.marks.push((q, owner), GFP_KERNEL)?;
+        let marks = self.marks.get_or_insert_with(RBTree::new);
+        if marks.get(&q).is_none() {
+            marks.try_create_and_insert(q, owner, GFP_KERNEL)?;
         }
         Ok(())
     }
 
     /// Forgets `owner`'s mark on `q`.
     pub(crate) fn unclaim(&mut self, q: &QueueKey, owner: u64) {
-        self.marks.retain(|(k, o)| !(*k == *q && *o == owner));
+        if let Some(marks) = self.marks.as_mut() {
+            if marks.get(q) == Some(&owner) {
+                marks.remove(q);
+            }
+        }
     }
 
     /// Forgets every mark and freeze on a process that exited.
     pub(crate) fn forget_target(&mut self, target: u64) {
-        self.marks.retain(|(k, _)| k.target != target);
-        self.freezes.retain(|(t, _, _)| *t != target);
+        if let Some(marks) = self.marks.as_mut() {
+            remove_run(marks, &first_queue(target), |k| k.target == target);
+        }
+        if let Some(freezes) = self.freezes.as_mut() {
+            remove_run(freezes, &(target, 0, 0), |k| k.0 == target);
+        }
     }
 
     /// Records one more freeze of `(target, gpu_id)` by `owner`.
     pub(crate) fn freeze(&mut self, target: u64, gpu_id: u32, owner: u64) -> Result {
-        self.freezes.push((target, gpu_id, owner), GFP_KERNEL)?;
+        let freezes = self.freezes.get_or_insert_with(RBTree::new);
+        let key = (target, gpu_id, owner);
+        match freezes.get_mut(&key) {
+            Some(count) => *count = count.checked_add(1).ok_or(EOVERFLOW)?,
+            None => {
+                freezes.try_create_and_insert(key, 1, GFP_KERNEL)?;
+            }
+        }
         Ok(())
     }
 
     /// Forgets one freeze of `(target, gpu_id)` by `owner`.
     pub(crate) fn thaw(&mut self, target: u64, gpu_id: u32, owner: u64) {
-        if let Some(i) = self
-            .freezes
-            .iter()
-            .position(|f| *f == (target, gpu_id, owner))
-        {
-            let _ = self.freezes.remove(i);
+        let Some(freezes) = self.freezes.as_mut() else {
+            return;
+        };
+        let key = (target, gpu_id, owner);
+        if let Some(count) = freezes.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                freezes.remove(&key);
+            }
         }
     }
 
     /// Whether any owner holds a freeze of `(target, gpu_id)`.
     pub(crate) fn frozen(&self, target: u64, gpu_id: u32) -> bool {
-        self.freezes
-            .iter()
-            .any(|(t, g, _)| *t == target && *g == gpu_id)
+        let Some(freezes) = self.freezes.as_ref() else {
+            return false;
+        };
+        freezes
+            .cursor_lower_bound(&(target, gpu_id, 0))
+            .is_some_and(|c| {
+                let (t, g, _) = *c.current().0;
+                t == target && g == gpu_id
+            })
     }
 }
 

@@ -101,7 +101,7 @@ fn owner_attachments<B: Backend>(o: &Owner<B>, f: &mut fmt::Formatter<'_>) -> fm
         o.id,
         o.opener,
         st.attachments.len(),
-        st.marks.len(),
+        st.marks.iter().count(),
         st.freezes.len(),
         st.watches.len()
     )?;
@@ -117,7 +117,7 @@ fn owner_attachments<B: Backend>(o: &Owner<B>, f: &mut fmt::Formatter<'_>) -> fm
             }
             None => writeln!(f, "  handle {} exited", a.handle)?,
         }
-        for m in st.marks.iter().filter(|m| m.handle == a.handle) {
+        for m in st.marks.values().filter(|m| m.handle == a.handle) {
             write!(
                 f,
                 "    queue gpu_id {:#x} queue_id {}",

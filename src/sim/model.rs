@@ -522,13 +522,21 @@ impl State {
     /// hardware once per node (HWS) or once per queue (MES).
     pub(crate) fn apply(&mut self, sim: &Sim, op: Op, dry_run: bool, reqs: &mut [Req]) -> Cost {
         self.reap(sim);
+        // A batch lists a process's queues together: look each process up
+        // once per run of its requests, not once per request.
+        let mut last: Option<(u64, usize)> = None;
         for r in reqs.iter_mut() {
             r.marked = false;
             r.moves = None;
-            let Some(pi) = self.find(r.process) else {
+            let found = match last {
+                Some((id, pi)) if id == r.process => Some(pi),
+                _ => self.find(r.process),
+            };
+            let Some(pi) = found else {
                 r.status = neg(ESRCH);
                 continue;
             };
+            last = Some((r.process, pi));
             let Some(node) = r.node else {
                 r.status = neg(EINVAL);
                 continue;

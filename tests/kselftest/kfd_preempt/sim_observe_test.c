@@ -274,7 +274,7 @@ TEST_F(observe, freeze_and_lease_expiry_are_traced)
 	free(t);
 }
 
-/* A target that exits is dropped at the owner's next call, and traced. */
+/* A target that exits is dropped by housekeeping, and traced. */
 TEST_F(observe, target_exit_is_traced)
 {
 	struct kfdp_child c;
@@ -287,8 +287,8 @@ TEST_F(observe, target_exit_is_traced)
 	ASSERT_LT(0, handle);
 	close(c.fd);
 	kfdp_child_stop(&c, 1);
-	/* The owner's next call on its targets sweeps the exited one. */
-	kfdp_one(self->owner, KFDP_IOC_PREEMPT, handle, KFDP_SIM_HWS, 0);
+	/* Housekeeping sweeps exited targets every 100 ms. */
+	kfdp_sleep_ms(400);
 	t = read_file(TRACEFS "/trace");
 	ASSERT_NE(NULL, t);
 	snprintf(h, sizeof(h), "handle=%d", handle);
