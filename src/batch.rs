@@ -6,8 +6,8 @@
 
 use kernel::{
     prelude::*,
-    transmute::AsBytes,
     sync::Arc,
+    transmute::AsBytes,
     uaccess::{
         UserPtr,
         UserSlice, //
