@@ -82,30 +82,39 @@ pub(crate) fn check_header(b: &kfdp_batch, op: Op) -> Result {
 /// Copies in `n` `kfdp_queue_ref` entries of `size` bytes each from `base`
 /// (a PREEMPT/RESUME batch, a WATCH/UNWATCH). The caller has checked that
 /// `n` is at most KFDP_MAX_BATCH, which bounds the allocation, and that
-/// `size` is at least the element's. An array in the kernel's own layout
-/// (`size` equal to the element's, what every caller of this ABI version
-/// passes) is copied in one go: a copy per entry was most of a large
-/// batch's decoding time (`Documentation/design.rst`, "Where a batch's
-/// time goes").
+/// `size` is at least the element's.
 pub(crate) fn read_refs(base: u64, n: u32, size: u32) -> Result<KVVec<kfdp_queue_ref>> {
-    let (n, size) = (n as usize, size as usize);
-    let mut entries = KVVec::with_capacity(n, GFP_KERNEL)?;
-    if size == REF_SIZE {
-        entries.resize(n, kfdp_queue_ref::default(), GFP_KERNEL)?;
-        let len = n.checked_mul(REF_SIZE).ok_or(EINVAL)?;
-        UserSlice::new(element(base, 0, size)?, len)
-            .reader()
-            .read_slice(AsBytes::as_bytes_mut(&mut entries[..]))?;
-        return Ok(entries);
-    }
-    for i in 0..n {
-        let ptr = element(base, i, size)?;
-        let e: kfdp_queue_ref = UserSlice::new(ptr, REF_SIZE).reader().read()?;
-        check_zero_tail(ptr.wrapping_byte_add(REF_SIZE), size - REF_SIZE)?;
-        entries.push(e, GFP_KERNEL)?;
-    }
+    let mut entries = KVVec::new();
+    entries.resize(n as usize, kfdp_queue_ref::default(), GFP_KERNEL)?;
+    read_refs_into(base, size, &mut entries)?;
     Ok(entries)
 }
+
+/// Fills `entries` from the array of `entries.len()` elements of `size`
+/// bytes at `base`. An array in the kernel's own layout (`size` equal to
+/// the element's, what every caller of this ABI version passes) is copied
+/// in one go: a copy per entry was most of a large batch's decoding time
+/// (`Documentation/design.rst`, "Where a batch's time goes").
+pub(crate) fn read_refs_into(base: u64, size: u32, entries: &mut [kfdp_queue_ref]) -> Result {
+    let size = size as usize;
+    if size == REF_SIZE {
+        let len = size_of_val(entries);
+        return UserSlice::new(element(base, 0, size)?, len)
+            .reader()
+            .read_slice(AsBytes::as_bytes_mut(entries));
+    }
+    for (i, e) in entries.iter_mut().enumerate() {
+        let ptr = element(base, i, size)?;
+        *e = UserSlice::new(ptr, REF_SIZE).reader().read()?;
+        check_zero_tail(ptr.wrapping_byte_add(REF_SIZE), size - REF_SIZE)?;
+    }
+    Ok(())
+}
+
+/// Batches up to this size are decoded into a buffer on the stack (256
+/// bytes): an allocation and its free were a tenth of a single-entry
+/// PREEMPT's cost.
+const SMALL_BATCH: usize = 16;
 
 /// Writes `entries` back (their statuses) to the array `read_refs` read,
 /// in one copy when it has the kernel's layout.
@@ -128,7 +137,16 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     let header = || UserSlice::new(UserPtr::from_addr(arg), size);
     let mut b: kfdp_batch = header().reader().read()?;
     check_header(&b, op)?;
-    let mut entries = read_refs(b.entries_ptr, b.num_entries, b.entry_size)?;
+    let mut small = [kfdp_queue_ref::default(); SMALL_BATCH];
+    let mut large = KVVec::new();
+    let n = b.num_entries as usize;
+    let entries: &mut [kfdp_queue_ref] = if n <= SMALL_BATCH {
+        &mut small[..n]
+    } else {
+        large.resize(n, kfdp_queue_ref::default(), GFP_KERNEL)?;
+        &mut large
+    };
+    read_refs_into(b.entries_ptr, b.entry_size, entries)?;
     // No new preemption once hibernation has begun (RESUME is always allowed).
     let _activity = if op == Op::Preempt && b.flags & KFDP_BATCH_VALIDATE_ONLY == 0 {
         Some(crate::pm::Activity::begin()?)
@@ -138,21 +156,21 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     // Every output is written once before anything changes, so that a bad
     // pointer is EFAULT with nothing changed.
     header().writer().write(&b)?;
-    write_refs(b.entries_ptr, b.entry_size, &entries)?;
+    write_refs(b.entries_ptr, b.entry_size, entries)?;
 
     // No sweep here: an exited target's entries fail in the backend (ESRCH)
     // as they would in the engine, and housekeeping drops its pin within
     // SWEEP_MS; a sweep asked every attachment's backend at every batch.
     let applied = {
         let mut state = owner.state.lock();
-        owner.run_batch(&mut state, op, b.flags, b.lease_ms, &mut entries)
+        owner.run_batch(&mut state, op, b.flags, b.lease_ms, entries)
     };
 
     b.num_ok = entries.iter().filter(|e| e.status == 0).count() as u32;
     b.num_runlist_updates = applied.runlist_updates;
     b.elapsed_ns = applied.elapsed_ns;
-    let res = write_refs(b.entries_ptr, b.entry_size, &entries)
-        .and_then(|()| header().writer().write(&b));
+    let res =
+        write_refs(b.entries_ptr, b.entry_size, entries).and_then(|()| header().writer().write(&b));
     if op == Op::Preempt && b.lease_ms != 0 {
         owner.rearm();
     }

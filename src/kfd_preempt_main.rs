@@ -52,6 +52,7 @@ mod pm;
 mod query;
 mod registry;
 mod sim;
+mod sorted_map;
 mod stats;
 mod trace;
 mod uapi;

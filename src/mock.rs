@@ -551,7 +551,7 @@ mod tests {
         // The leased queue is back; the one without a lease stays off.
         assert_eq!(m.active(181), 1);
         assert_eq!(o.state.lock().stats.leases_expired, 1);
-        assert_eq!(o.state.lock().marks.iter().count(), 1);
+        assert_eq!(o.state.lock().marks.len(), 1);
         o.close();
         Ok(())
     }

@@ -10,7 +10,6 @@
 use kernel::{
     new_delayed_work, new_mutex,
     prelude::*,
-    rbtree::RBTree,
     sync::{
         Arc,
         Mutex, //
@@ -39,6 +38,7 @@ use crate::{
         QueueKey,
         REGISTRY, //
     },
+    sorted_map::SortedMap,
     trace, uapi,
 };
 
@@ -105,9 +105,9 @@ pub(crate) struct State<T> {
     pub(crate) next_handle: u32,
     /// In handle order: handles only grow, and ATTACH appends.
     pub(crate) attachments: KVec<Attachment<T>>,
-    /// This owner's marks, keyed as binder keys its state: a batch finds
-    /// each entry's mark in O(log m).
-    pub(crate) marks: RBTree<MarkKey, Mark>,
+    /// This owner's marks, keyed: a batch finds each entry's mark in
+    /// O(log m).
+    pub(crate) marks: SortedMap<MarkKey, Mark>,
     pub(crate) freezes: KVec<Freeze>,
     pub(crate) stats: OwnerStats,
     /// Watched queues (activity detection), in the order they were watched.
@@ -171,21 +171,17 @@ pub(crate) type MarkKey = (u32, u32, u32);
 
 /// Removes the marks `keep` rejects, calling `gone` on each first.
 fn retain_marks(
-    marks: &mut RBTree<MarkKey, Mark>,
+    marks: &mut SortedMap<MarkKey, Mark>,
     keep: impl Fn(&Mark) -> bool,
     mut gone: impl FnMut(&Mark),
 ) {
-    let mut cursor = marks.cursor_front_mut();
-    while let Some(c) = cursor {
-        if keep(c.current().1) {
-            cursor = c.move_next();
-            continue;
+    marks.retain(|_, m| {
+        let kept = keep(m);
+        if !kept {
+            gone(m);
         }
-        gone(c.current().1);
-        // The next node, or the previous one when the last was removed:
-        // that one was kept, and moving on from it ends the walk.
-        cursor = c.remove_current().0;
-    }
+        kept
+    });
 }
 
 /// The registry key of attachment `handle`'s process (0 if unknown).
@@ -255,7 +251,7 @@ impl<B: Backend> Owner<B> {
                     closed: false,
                     next_handle: 1,
                     attachments: KVec::new(),
-                    marks: RBTree::new(),
+                    marks: SortedMap::new(),
                     freezes: KVec::new(),
                     stats: OwnerStats::default(),
                     watches: KVec::new(),
@@ -562,10 +558,7 @@ impl<B: Backend> Owner<B> {
                     };
                     // The mark is on the hardware: if it cannot be recorded,
                     // undo it rather than leave it without an owner.
-                    let recorded = state
-                        .marks
-                        .try_create_and_insert(mkey, m, GFP_KERNEL)
-                        .is_ok();
+                    let recorded = state.marks.insert(mkey, m).is_ok();
                     if !recorded || reg.claim(key, self.id).is_err() {
                         state.marks.remove(&mkey);
                         e.status = neg(ENOMEM);
@@ -811,7 +804,7 @@ impl<B: Backend> Owner<B> {
                 // Capacity was reserved above: this cannot fail.
                 let _ = gone.push(t, GFP_KERNEL);
             }
-            retain_marks(&mut state.marks, |m| m.handle != handle, |_| ());
+            state.marks.remove_run(&(handle, 0, 0), |k| k.0 == handle);
             state.freezes.retain(|f| f.handle != handle);
             let mut reg = REGISTRY.lock();
             reg.forget_target(key);

@@ -5,7 +5,6 @@
 
 use kernel::{
     prelude::*,
-    rbtree::RBTree,
     sync::Arc,
     uaccess::{
         UserPtr,
@@ -27,6 +26,7 @@ use crate::{
         Registry,
         REGISTRY, //
     },
+    sorted_map::SortedMap,
     uapi::{
         kfdp_query,
         kfdp_queue_info,
@@ -45,7 +45,7 @@ fn ownership(
     reg: &Registry,
     key: u64,
     handle: u32,
-    marks: &RBTree<MarkKey, Mark>,
+    marks: &SortedMap<MarkKey, Mark>,
     qi: &mut kfdp_queue_info,
 ) {
     let q = QueueKey {

@@ -10,10 +10,9 @@
 //! Lock order: an owner's state lock, then [`REGISTRY`]. Nothing sleeps on
 //! hardware with [`REGISTRY`] held.
 
-use kernel::{
-    prelude::*,
-    rbtree::RBTree, //
-};
+use kernel::prelude::*;
+
+use crate::sorted_map::SortedMap;
 
 /// A queue of a process, as the registry keys it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -76,16 +75,15 @@ type FreezeKey = (u64, u32, u64);
 
 /// See the module documentation.
 ///
-/// Keyed as binder keys its state: each question is one tree lookup, and a
-/// batch of n entries costs O(n log m) whatever the m marks all owners hold
-/// (a flat list made every lookup a scan of every mark).
+/// Keyed: each question is one binary search, and a batch of n entries
+/// costs O(n log m) whatever the m marks all owners hold (a flat list made
+/// every lookup a scan of every mark).
 pub(crate) struct Registry {
-    /// The owner of each marked queue. `None` until the first mark: a tree
-    /// cannot be built in the `const` initialiser of the global lock.
-    marks: Option<RBTree<QueueKey, u64>>,
+    /// The owner of each marked queue.
+    marks: SortedMap<QueueKey, u64>,
     /// How many times each owner froze each node of each process (nested
     /// FREEZEs are one entry with a count, not one entry each).
-    freezes: Option<RBTree<FreezeKey, u32>>,
+    freezes: SortedMap<FreezeKey, u32>,
     /// Module-wide statistics.
     pub(crate) stats: Stats,
 }
@@ -99,26 +97,12 @@ const fn first_queue(target: u64) -> QueueKey {
     }
 }
 
-/// Removes every node of `tree` from the first key not below `from` while
-/// `same` holds for its key.
-fn remove_run<K: Ord, V>(tree: &mut RBTree<K, V>, from: &K, same: impl Fn(&K) -> bool) {
-    let mut cursor = tree.cursor_lower_bound_mut(from);
-    while let Some(c) = cursor {
-        if !same(c.current().0) {
-            break;
-        }
-        // Dropping the node frees it; the cursor moves to the next one.
-        let (next, _node) = c.remove_current();
-        cursor = next;
-    }
-}
-
 impl Registry {
     /// An empty registry.
     pub(crate) const fn new() -> Self {
         Self {
-            marks: None,
-            freezes: None,
+            marks: SortedMap::new(),
+            freezes: SortedMap::new(),
             stats: Stats {
                 preempt_batches: 0,
                 resume_batches: 0,
@@ -137,55 +121,44 @@ impl Registry {
     /// How many marks and freezes all owners hold (a nested freeze counts
     /// once per FREEZE).
     pub(crate) fn held(&self) -> usize {
-        let marks = self.marks.as_ref().map_or(0, |m| m.iter().count());
-        let freezes = self
-            .freezes
-            .as_ref()
-            .map_or(0, |f| f.values().map(|&c| c as usize).sum());
-        marks + freezes
+        let freezes: usize = self.freezes.values().map(|&c| c as usize).sum();
+        self.marks.len() + freezes
     }
 
     /// The owner whose mark is on `q`, if any.
     pub(crate) fn mark_owner(&self, q: &QueueKey) -> Option<u64> {
-        self.marks.as_ref()?.get(q).copied()
+        self.marks.get(q).copied()
     }
 
     /// Records that `owner` marked `q` (a mark already there stays).
     pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
-        let marks = self.marks.get_or_insert_with(RBTree::new);
-        if marks.get(&q).is_none() {
-            marks.try_create_and_insert(q, owner, GFP_KERNEL)?;
+        if self.marks.get(&q).is_none() {
+            self.marks.insert(q, owner)?;
         }
         Ok(())
     }
 
     /// Forgets `owner`'s mark on `q`.
     pub(crate) fn unclaim(&mut self, q: &QueueKey, owner: u64) {
-        if let Some(marks) = self.marks.as_mut() {
-            if marks.get(q) == Some(&owner) {
-                marks.remove(q);
-            }
+        if self.marks.get(q) == Some(&owner) {
+            self.marks.remove(q);
         }
     }
 
     /// Forgets every mark and freeze on a process that exited.
     pub(crate) fn forget_target(&mut self, target: u64) {
-        if let Some(marks) = self.marks.as_mut() {
-            remove_run(marks, &first_queue(target), |k| k.target == target);
-        }
-        if let Some(freezes) = self.freezes.as_mut() {
-            remove_run(freezes, &(target, 0, 0), |k| k.0 == target);
-        }
+        self.marks
+            .remove_run(&first_queue(target), |k| k.target == target);
+        self.freezes.remove_run(&(target, 0, 0), |k| k.0 == target);
     }
 
     /// Records one more freeze of `(target, gpu_id)` by `owner`.
     pub(crate) fn freeze(&mut self, target: u64, gpu_id: u32, owner: u64) -> Result {
-        let freezes = self.freezes.get_or_insert_with(RBTree::new);
         let key = (target, gpu_id, owner);
-        match freezes.get_mut(&key) {
+        match self.freezes.get_mut(&key) {
             Some(count) => *count = count.checked_add(1).ok_or(EOVERFLOW)?,
             None => {
-                freezes.try_create_and_insert(key, 1, GFP_KERNEL)?;
+                self.freezes.insert(key, 1)?;
             }
         }
         Ok(())
@@ -193,29 +166,20 @@ impl Registry {
 
     /// Forgets one freeze of `(target, gpu_id)` by `owner`.
     pub(crate) fn thaw(&mut self, target: u64, gpu_id: u32, owner: u64) {
-        let Some(freezes) = self.freezes.as_mut() else {
-            return;
-        };
         let key = (target, gpu_id, owner);
-        if let Some(count) = freezes.get_mut(&key) {
+        if let Some(count) = self.freezes.get_mut(&key) {
             *count -= 1;
             if *count == 0 {
-                freezes.remove(&key);
+                self.freezes.remove(&key);
             }
         }
     }
 
     /// Whether any owner holds a freeze of `(target, gpu_id)`.
     pub(crate) fn frozen(&self, target: u64, gpu_id: u32) -> bool {
-        let Some(freezes) = self.freezes.as_ref() else {
-            return false;
-        };
-        freezes
-            .cursor_lower_bound(&(target, gpu_id, 0))
-            .is_some_and(|c| {
-                let (t, g, _) = *c.current().0;
-                t == target && g == gpu_id
-            })
+        self.freezes
+            .lower_bound(&(target, gpu_id, 0))
+            .is_some_and(|(&(t, g, _), _)| t == target && g == gpu_id)
     }
 }
 

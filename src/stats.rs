@@ -101,7 +101,7 @@ fn owner_attachments<B: Backend>(o: &Owner<B>, f: &mut fmt::Formatter<'_>) -> fm
         o.id,
         o.opener,
         st.attachments.len(),
-        st.marks.iter().count(),
+        st.marks.len(),
         st.freezes.len(),
         st.watches.len()
     )?;

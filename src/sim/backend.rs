@@ -44,6 +44,9 @@ pub(crate) struct Target {
     leader: ARef<Task>,
 }
 
+/// Batches up to this size build their requests on the stack.
+const SMALL_BATCH: usize = 16;
+
 /// The backend of the simulated nodes.
 pub(crate) struct SimNodes(pub(crate) Arc<Sim>);
 
@@ -184,30 +187,32 @@ impl Backend for SimNodes {
     }
 
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Target>]) -> Applied {
-        // One allocation; the pushes below stay within it.
-        let Ok(mut reqs) = KVVec::with_capacity(items.len(), GFP_KERNEL) else {
+        // On the stack for small batches, one allocation for the others.
+        let mut small = [Req::default(); SMALL_BATCH];
+        let mut large = KVVec::new();
+        let reqs: &mut [Req] = if items.len() <= SMALL_BATCH {
+            &mut small[..items.len()]
+        } else if large
+            .resize(items.len(), Req::default(), GFP_KERNEL)
+            .is_ok()
+        {
+            &mut large
+        } else {
             for it in items.iter_mut() {
                 it.status = ENOMEM.to_errno();
                 it.marked = it.owned;
             }
             return Applied::default();
         };
-        for it in items.iter() {
-            let r = Req::new(
+        for (r, it) in reqs.iter_mut().zip(items.iter()) {
+            *r = Req::new(
                 it.target.id,
                 self.0.node_of(it.gpu_id),
                 it.queue_id,
                 it.owned,
             );
-            if reqs.push(r, GFP_KERNEL).is_err() {
-                for it in items.iter_mut() {
-                    it.status = ENOMEM.to_errno();
-                    it.marked = it.owned;
-                }
-                return Applied::default();
-            }
         }
-        let cost = self.0.state.lock().apply(&self.0, op, dry_run, &mut reqs);
+        let cost = self.0.state.lock().apply(&self.0, op, dry_run, reqs);
         for (it, r) in items.iter_mut().zip(reqs.iter()) {
             it.status = r.status;
             it.marked = r.marked;

@@ -205,6 +205,7 @@ impl Process {
 }
 
 /// A request of a batch, as the model sees it.
+#[derive(Clone, Copy, Default)]
 pub(crate) struct Req {
     pub(crate) process: u64,
     /// `None`: the gpu_id is not a simulated node.
