@@ -10,6 +10,7 @@ code calls, since Rust has no ftrace entry, and the VFS's own checks) and
 the rest ("Rust and untraced"), which is what they do not account for.
 
 usage: profile-summary.py RESULTS_LOG
+       profile-summary.py --compare REV RESULTS_LOG   (profile_compare.sh's)
 """
 import re
 import sys
@@ -49,7 +50,33 @@ def parse(lines):
             children[body[:-1].rstrip("()")] += dur
 
 
+COMPARE = re.compile(r"^=== kfdp-compare (\w+): (.*)$")
+
+
+def compare(rev, path):
+    """Median over rounds of each call's median, per build, and its ratio
+    to the same build's INFO."""
+    runs = defaultdict(lambda: defaultdict(list))
+    for line in open(path, errors="replace").read().splitlines():
+        m = COMPARE.match(line.rstrip("\r"))
+        if not m:
+            continue
+        words = m.group(2).split()
+        for i in range(0, len(words) - 2, 3):
+            runs[m.group(1)][f"{words[i]} K={words[i + 1]}"].append(int(words[i + 2]))
+    med = lambda v: sorted(v)[len(v) // 2]
+    calls = list(runs["current"].keys())
+    print(f"{'call':<16} {'baseline ' + rev[:10]:>28} {'this checkout':>24}")
+    for c in calls:
+        b, n = med(runs["baseline"][c]), med(runs["current"][c])
+        bi, ni = med(runs["baseline"]["info K=1"]), med(runs["current"]["info K=1"])
+        print(f"{c:<16} {b / 1000:>9.2f} us = {b / bi:>6.1f}x INFO {n / 1000:>9.2f} us = {n / ni:>6.1f}x INFO")
+
+
 def main():
+    if sys.argv[1] == "--compare":
+        compare(sys.argv[2], sys.argv[3])
+        return
     text = open(sys.argv[1], errors="replace").read().splitlines()
     sections, cur = [], None
     for line in text:

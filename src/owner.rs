@@ -199,6 +199,13 @@ const SMALL_BATCH: usize = 32;
 /// batch's buffer cannot be allocated.
 fn mark_duplicates(entries: &mut [uapi::kfdp_queue_ref]) -> Result {
     let n = entries.len();
+    if n <= 1 {
+        // Nothing to repeat; the single-entry PREEMPT is the common call.
+        for e in entries.iter_mut() {
+            e.status = 0;
+        }
+        return Ok(());
+    }
     let mut small = [0u32; SMALL_BATCH];
     let mut large = KVVec::new();
     let order: &mut [u32] = if n <= SMALL_BATCH {
@@ -539,16 +546,22 @@ impl<B: Backend> Owner<B> {
                 gpu_id,
                 queue_id,
             };
-            match (it.marked, state.marks.get_mut(&mkey)) {
-                (true, Some(m)) => {
+            // `it.owned` says whether this owner held the mark before the
+            // batch: the registry and the owner's marks always agree (both
+            // are written together, under this owner's lock), so only a
+            // held mark's lease needs a lookup.
+            match (it.marked, it.owned) {
+                (true, true) => {
                     // A refused or failed PREEMPT of a held mark (EAGAIN,
                     // EIO) changes nothing, its lease included.
                     if op == Op::Preempt && it.status >= 0 {
-                        m.since = since;
-                        m.lease_ns = lease_ns;
+                        if let Some(m) = state.marks.get_mut(&mkey) {
+                            m.since = since;
+                            m.lease_ns = lease_ns;
+                        }
                     }
                 }
-                (true, None) => {
+                (true, false) => {
                     let m = Mark {
                         handle,
                         gpu_id,
@@ -576,11 +589,11 @@ impl<B: Backend> Owner<B> {
                         reg = REGISTRY.lock();
                     }
                 }
-                (false, Some(_)) => {
+                (false, true) => {
                     state.marks.remove(&mkey);
                     reg.unclaim(&key, self.id);
                 }
-                (false, None) => {}
+                (false, false) => {}
             }
         }
         let ok = entries.iter().filter(|e| e.status == 0).count() as u64;

@@ -132,9 +132,7 @@ impl Registry {
 
     /// Records that `owner` marked `q` (a mark already there stays).
     pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
-        if self.marks.get(&q).is_none() {
-            self.marks.insert(q, owner)?;
-        }
+        self.marks.insert_new(q, owner)?;
         Ok(())
     }
 

@@ -71,6 +71,20 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
         }
     }
 
+    /// Inserts `value` at `key` unless a value is there; returns whether it
+    /// inserted. One search, where `get` and then `insert` make two.
+    pub(crate) fn insert_new(&mut self, key: K, value: V) -> Result<bool> {
+        let Err(i) = self.find(&key) else {
+            return Ok(false);
+        };
+        self.entries.reserve(1, GFP_KERNEL)?;
+        // INVARIANT: `i` is where `key` keeps the order.
+        self.entries
+            .insert_within_capacity(i, (key, value))
+            .map_err(|_| ENOMEM)?;
+        Ok(true)
+    }
+
     /// Removes the value at `key`, if any.
     pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
         let i = self.find(key).ok()?;
