@@ -45,6 +45,8 @@ run() {
 	sed -n '/^cost model /,/^=== kfdp-bench json begin/p' "$log" | sed '$d' | tr -d '\r' >"$out/$name.txt"
 }
 
+# The default grid, plus the scale point of 1,024 queues over 64 tenants.
+[ $# -gt 0 ] || set -- --processes 1,4,8,16,64
 run bench "$bench_kernel" "$bench_ko" \
 	"bench kernel $(cat "$bench_kernel/include/config/kernel.release"): no KASAN, no lockdep" "$@"
 run debug "$(kfdp_kernel_build_dir)" "$KFDP_ROOT/kfd_preempt.ko" \
