@@ -8,6 +8,10 @@ kselftests printed. This prints one summary line per suite, every problem
 found, and a last line 'vm: N passed, M failed, K skipped'. Exit status 0
 only if nothing failed, every step succeeded, the VM reached the end, and the
 kernel log has no warning, BUG, Oops, lockdep or KASAN report.
+
+With --cases FILE it also writes each case's outcome, one
+'suite<TAB>case<TAB>pass|fail|skip' line each, for merge_cases.py: the
+runs of one `make check` (two module configurations) count a case once.
 """
 
 import re
@@ -36,6 +40,7 @@ class Stream:
         self.label = label
         self.passed = self.failed = self.skipped = 0
         self.problems = []
+        self.cases = []  # (name, "pass" | "fail" | "skip")
         self.levels = {}  # indent -> [planned, seen, had_children]
         self.last_indent = None
 
@@ -71,11 +76,14 @@ class Stream:
         name = m.group("name").strip()
         if directive == "SKIP":
             self.skipped += 1
+            self.cases.append((name, "skip"))
         elif m.group("not") and directive != "TODO":
             self.failed += 1
             self.problems.append(f"{self.label}: not ok {name}")
+            self.cases.append((name, "fail"))
         else:
             self.passed += 1
+            self.cases.append((name, "pass"))
 
     def finish(self):
         self._close_deeper(-1)
@@ -172,7 +180,7 @@ def kselftest_streams(results):
     return streams
 
 
-def main(console_path, results_path, expected):
+def main(console_path, results_path, expected, cases_path=None):
     with open(console_path, errors="replace") as f:
         console = f.readlines()
     with open(results_path, errors="replace") as f:
@@ -208,9 +216,23 @@ def main(console_path, results_path, expected):
     for p in problems:
         print(f"FAIL: {p}")
     print(f"vm: {passed} passed, {failed} failed, {skipped} skipped")
+    if cases_path:
+        with open(cases_path, "w") as f:
+            for s in streams:
+                for name, result in s.cases:
+                    f.write(f"{s.label}\t{name}\t{result}\n")
+                # Failures outside any case (a crash, a plan mismatch).
+                for _ in range(s.failed - sum(r == "fail" for _, r in s.cases)):
+                    f.write(f"{s.label}\t(outside any case)\tfail\n")
+            if problems and failed == 1 and not any(s.failed for s in streams):
+                f.write("vm\t(run)\tfail\n")
     return 1 if problems or failed else 0
 
 
 if __name__ == "__main__":
-    # usage: ktap.py console.log results.log [expected suite label ...]
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
+    # usage: ktap.py [--cases FILE] console.log results.log [expected ...]
+    args = sys.argv[1:]
+    cases = None
+    if args[:1] == ["--cases"]:
+        cases, args = args[1], args[2:]
+    sys.exit(main(args[0], args[1], args[2:], cases))
