@@ -10,7 +10,9 @@
 #                        on the bench kernel and the debug kernel
 #                        (results in out/bench/)
 #   make profile         function_graph profile of PREEMPT and friends on the
-#                        bench kernel (out/profile/summary.txt)
+#                        bench kernel (out/profile/summary.txt); with
+#                        BASELINE=<rev>, times that revision's module against
+#                        this one in one run (out/profile/compare.txt)
 #   make scenario        the latency-critical/best-effort scenario with and
 #                        without kfd-preemptd in the VM (out/scenario/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
@@ -62,7 +64,7 @@ bench:
 	scripts/bench.sh
 
 profile:
-	scripts/profile.sh
+	scripts/profile.sh $(if $(BASELINE),--baseline $(BASELINE))
 
 scenario:
 	scripts/scenario.sh
