@@ -42,7 +42,8 @@ run() {
 	extract json >"$out/$name.json"
 	[ -s "$out/$name.json" ] || kfdp_die "the $name bench printed no results (see $log)"
 	[ "$name" = debug ] || extract svg >"$out/$name.svg"
-	sed -n '/^cost model /,/^=== kfdp-bench json begin/p' "$log" | sed '$d' | tr -d '\r' >"$out/$name.txt"
+	sed -n '/^cost model /,/^=== kfdp-bench json begin/p' "$log" | sed '$d' | tr -d '\r' |
+		grep -v '^bench: ' >"$out/$name.txt"
 }
 
 # The default grid, plus the scale point of 1,024 queues over 64 tenants.

@@ -11,9 +11,11 @@ use crate::{
     backend::{
         Applied,
         Backend,
+        FreezeOp,
         FreezeOutcome,
         Item,
         Op,
+        Outcome,
         TargetInfo,
         MAX_GPUS, //
     },
@@ -133,7 +135,7 @@ impl Backend for AmdKfd {
         // One allocation; the pushes below stay within it.
         let Ok(mut raw) = KVVec::with_capacity(items.len(), GFP_KERNEL) else {
             for it in items.iter_mut() {
-                it.status = ENOMEM.to_errno();
+                it.status = Outcome::Failed(ENOMEM);
                 it.marked = it.owned;
             }
             return Applied::default();
@@ -152,7 +154,7 @@ impl Backend for AmdKfd {
             };
             if raw.push(item, GFP_KERNEL).is_err() {
                 for it in items.iter_mut() {
-                    it.status = ENOMEM.to_errno();
+                    it.status = Outcome::Failed(ENOMEM);
                     it.marked = it.owned;
                 }
                 return Applied::default();
@@ -168,7 +170,7 @@ impl Backend for AmdKfd {
         // `n` items, and `res` is writable.
         unsafe { glue::kfdp_apply(op, dry_run, raw.as_mut_ptr(), n, &mut res) };
         for (it, r) in items.iter_mut().zip(raw.iter()) {
-            it.status = r.status;
+            it.status = Outcome::from_status(r.status);
             it.marked = r.marked != 0;
         }
         Applied {
@@ -177,15 +179,16 @@ impl Backend for AmdKfd {
         }
     }
 
-    fn freeze(&self, t: &Target, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+    fn freeze(&self, t: &Target, gpu_id: u32, op: FreezeOp) -> FreezeOutcome {
         let mut elapsed_ns = 0u64;
         let mut applied = false;
+        let thaw = op == FreezeOp::Thaw;
         // SAFETY: `t.ptr` is live; the out parameters are writable.
         let status = unsafe {
             glue::kfdp_freeze(t.ptr.as_ptr(), gpu_id, thaw, &mut elapsed_ns, &mut applied)
         };
         FreezeOutcome {
-            status,
+            status: errno(status),
             applied,
             elapsed_ns,
         }

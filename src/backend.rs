@@ -10,7 +10,10 @@
 use kernel::prelude::*;
 
 use crate::{
-    uapi::kfdp_queue_info,
+    uapi::{
+        self,
+        kfdp_queue_info, //
+    },
     umem::UserWord, //
 };
 
@@ -23,6 +26,61 @@ pub(crate) enum Op {
     Resume,
 }
 
+/// What became of one entry of a batch: `kfdp_queue_ref::status`, typed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Outcome {
+    /// Done as asked (0).
+    Done,
+    /// Already in that state, or a duplicate (`KFDP_R_ALREADY`).
+    Already,
+    /// RESUME of a queue something else put back (`KFDP_R_EXTERNAL`).
+    External,
+    /// RESUME recorded; the queue returns when its process's eviction ends
+    /// (`KFDP_R_DEFERRED`).
+    Deferred,
+    /// Refused or failed, with its errno.
+    Failed(Error),
+}
+
+impl Outcome {
+    /// The ABI's status value.
+    pub(crate) fn status(self) -> i32 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Already => uapi::KFDP_R_ALREADY as i32,
+            Outcome::External => uapi::KFDP_R_EXTERNAL as i32,
+            Outcome::Deferred => uapi::KFDP_R_DEFERRED as i32,
+            Outcome::Failed(e) => e.to_errno(),
+        }
+    }
+
+    /// From a status value, as the C glue and the simulated node's model
+    /// write it (the same rules: a negative errno, 0, or a `KFDP_R_*`).
+    pub(crate) fn from_status(status: i32) -> Self {
+        match status {
+            0 => Outcome::Done,
+            s if s == uapi::KFDP_R_ALREADY as i32 => Outcome::Already,
+            s if s == uapi::KFDP_R_EXTERNAL as i32 => Outcome::External,
+            s if s == uapi::KFDP_R_DEFERRED as i32 => Outcome::Deferred,
+            s => Outcome::Failed(Error::from_errno(s)),
+        }
+    }
+
+    /// Whether the entry was refused or failed.
+    pub(crate) fn failed(self) -> bool {
+        matches!(self, Outcome::Failed(_))
+    }
+}
+
+/// FREEZE or THAW.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum FreezeOp {
+    /// Raise the node's eviction count: every queue of the process leaves.
+    Freeze,
+    /// Lower it again.
+    Thaw,
+}
+
 /// One queue of a batch, as the engine hands it to a backend.
 pub(crate) struct Item<'a, T> {
     /// The attached process the queue belongs to.
@@ -33,8 +91,8 @@ pub(crate) struct Item<'a, T> {
     pub(crate) queue_id: u32,
     /// In: the calling owner's mark is on this queue.
     pub(crate) owned: bool,
-    /// Out: as `kfdp_queue_ref::status`.
-    pub(crate) status: i32,
+    /// Out: what became of it.
+    pub(crate) status: Outcome,
     /// Out: the calling owner's mark is on the queue after the call.
     pub(crate) marked: bool,
     /// The engine's: which entry of the batch this is (backends ignore it).
@@ -64,8 +122,8 @@ pub(crate) struct TargetInfo {
 /// Outcome of one freeze or thaw on one node.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FreezeOutcome {
-    /// 0 or a negative errno.
-    pub(crate) status: i32,
+    /// Done, or why not.
+    pub(crate) status: Result,
     /// The node's eviction count changed (and must be paired later).
     pub(crate) applied: bool,
     /// Time spent.
@@ -114,7 +172,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Self::Target>]) -> Applied;
 
     /// Freezes (or thaws) the target's queues on one node.
-    fn freeze(&self, target: &Self::Target, gpu_id: u32, thaw: bool) -> FreezeOutcome;
+    fn freeze(&self, target: &Self::Target, gpu_id: u32, op: FreezeOp) -> FreezeOutcome;
 
     /// Pins the 64-bit word at user address `addr` of the target's memory
     /// (a queue's read or write index, for activity detection).

@@ -11,9 +11,11 @@ use crate::{
     backend::{
         Applied,
         Backend,
+        FreezeOp,
         FreezeOutcome,
         Item,
         Op,
+        Outcome,
         TargetInfo, //
     },
     sim::backend::SimNodes,
@@ -116,7 +118,7 @@ impl<'a, T> Part<'a, T> {
                     gpu_id: it.gpu_id,
                     queue_id: it.queue_id,
                     owned: it.owned,
-                    status: 0,
+                    status: Outcome::Done,
                     marked: false,
                     entry: it.entry,
                 },
@@ -237,7 +239,7 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
         let sim = Part::of(items, sim_of, self.faults.sim_part_fails());
         let (Ok(kfd), Ok(sim)) = (kfd, sim) else {
             for it in items.iter_mut() {
-                it.status = ENOMEM.to_errno();
+                it.status = Outcome::Failed(ENOMEM);
                 it.marked = it.owned;
             }
             return Applied::default();
@@ -249,7 +251,7 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
                 // No simulated nodes: their targets cannot exist.
                 for it in items.iter_mut() {
                     if matches!(it.target, AnyTarget::Sim(_)) {
-                        it.status = ESRCH.to_errno();
+                        it.status = Outcome::Failed(ESRCH);
                     }
                 }
                 Applied::default()
@@ -261,12 +263,12 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
         }
     }
 
-    fn freeze(&self, t: &Self::Target, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+    fn freeze(&self, t: &Self::Target, gpu_id: u32, op: FreezeOp) -> FreezeOutcome {
         match (t, &self.sim) {
-            (AnyTarget::Kfd(t), _) => self.kfd.freeze(t, gpu_id, thaw),
-            (AnyTarget::Sim(t), Some(s)) => s.freeze(t, gpu_id, thaw),
+            (AnyTarget::Kfd(t), _) => self.kfd.freeze(t, gpu_id, op),
+            (AnyTarget::Sim(t), Some(s)) => s.freeze(t, gpu_id, op),
             (AnyTarget::Sim(_), None) => FreezeOutcome {
-                status: ESRCH.to_errno(),
+                status: Err(ESRCH),
                 applied: false,
                 elapsed_ns: 0,
             },

@@ -31,6 +31,7 @@ use crate::{
     amdkfd::AmdKfd,
     backend::{
         Backend,
+        FreezeOp,
         Op, //
     },
     backends::Backends,
@@ -115,7 +116,12 @@ pub(crate) fn dispatch<B: Backend>(owner: &Arc<Owner<B>>, cmd: u32, arg: usize) 
             let (mut r, mut w) = user.reader_writer();
             let mut f: uapi::kfdp_freeze = r.read()?;
             w.write(&f)?;
-            owner.freeze(&mut f, cmd == uapi::KFDP_IOC_THAW)?;
+            let op = if cmd == uapi::KFDP_IOC_THAW {
+                FreezeOp::Thaw
+            } else {
+                FreezeOp::Freeze
+            };
+            owner.freeze(&mut f, op)?;
             UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd))
                 .writer()
                 .write(&f)

@@ -22,9 +22,11 @@ use crate::{
     backend::{
         Applied,
         Backend,
+        FreezeOp,
         FreezeOutcome,
         Item,
         Op,
+        Outcome,
         TargetInfo, //
     },
     uapi,
@@ -166,21 +168,21 @@ impl Backend for Mock {
         for it in items.iter_mut() {
             it.marked = it.owned;
             let Some(p) = w.procs.iter_mut().find(|p| p.key == *it.target) else {
-                it.status = ESRCH.to_errno();
+                it.status = Outcome::Failed(ESRCH);
                 continue;
             };
             if !p.alive {
-                it.status = ESRCH.to_errno();
+                it.status = Outcome::Failed(ESRCH);
                 it.marked = false;
                 continue;
             }
             if p.gpu_id != it.gpu_id {
-                it.status = EINVAL.to_errno();
+                it.status = Outcome::Failed(EINVAL);
                 continue;
             }
             let frozen = p.frozen > 0;
             let Some(q) = p.queues.iter_mut().find(|q| q.id == it.queue_id) else {
-                it.status = ENOENT.to_errno();
+                it.status = Outcome::Failed(ENOENT);
                 it.marked = false;
                 continue;
             };
@@ -188,13 +190,13 @@ impl Backend for Mock {
             match op {
                 Op::Preempt if q.suspended => {
                     it.status = if it.owned {
-                        uapi::KFDP_R_ALREADY as i32
+                        Outcome::Already
                     } else {
-                        EBUSY.to_errno()
+                        Outcome::Failed(EBUSY)
                     };
                 }
                 Op::Preempt => {
-                    it.status = 0;
+                    it.status = Outcome::Done;
                     if !dry_run {
                         q.suspended = true;
                         q.active = false;
@@ -203,23 +205,23 @@ impl Backend for Mock {
                 }
                 Op::Resume if !it.owned => {
                     it.status = if q.suspended {
-                        EBUSY.to_errno()
+                        Outcome::Failed(EBUSY)
                     } else {
-                        uapi::KFDP_R_ALREADY as i32
+                        Outcome::Already
                     };
                 }
                 Op::Resume if !q.suspended => {
-                    it.status = uapi::KFDP_R_EXTERNAL as i32;
+                    it.status = Outcome::External;
                     it.marked = false;
                 }
                 Op::Resume => {
-                    it.status = 0;
+                    it.status = Outcome::Done;
                     if !dry_run {
                         q.suspended = false;
                         q.active = !frozen;
                         it.marked = false;
                         if frozen {
-                            it.status = uapi::KFDP_R_DEFERRED as i32;
+                            it.status = Outcome::Deferred;
                         }
                     }
                 }
@@ -236,11 +238,12 @@ impl Backend for Mock {
         }
     }
 
-    fn freeze(&self, t: &u64, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+    fn freeze(&self, t: &u64, gpu_id: u32, op: FreezeOp) -> FreezeOutcome {
+        let thaw = op == FreezeOp::Thaw;
         let mut w = self.world.lock();
         if !thaw && w.freeze_too_soon == Some(gpu_id) {
             return FreezeOutcome {
-                status: EAGAIN.to_errno(),
+                status: Err(EAGAIN),
                 applied: false,
                 elapsed_ns: 0,
             };
@@ -251,7 +254,7 @@ impl Backend for Mock {
             .find(|p| p.key == *t && p.gpu_id == gpu_id)
         else {
             return FreezeOutcome {
-                status: EINVAL.to_errno(),
+                status: Err(EINVAL),
                 applied: false,
                 elapsed_ns: 0,
             };
@@ -266,7 +269,7 @@ impl Backend for Mock {
             q.active = !frozen && !q.suspended;
         }
         FreezeOutcome {
-            status: 0,
+            status: Ok(()),
             applied: true,
             elapsed_ns: 0,
         }
@@ -479,7 +482,7 @@ mod tests {
                 handle: h2,
                 ..Default::default()
             };
-            o.freeze(&mut f, false)?;
+            o.freeze(&mut f, FreezeOp::Freeze)?;
             assert_eq!(f.status, 0);
         }
         assert!(REGISTRY.lock().frozen(162, GPU));
@@ -505,7 +508,7 @@ mod tests {
             handle: h,
             ..Default::default()
         };
-        o.freeze(&mut f, false)?;
+        o.freeze(&mut f, FreezeOp::Freeze)?;
         assert_eq!(f.status, EAGAIN.to_errno());
         assert!(m.world.lock().procs.iter().all(|p| p.frozen == 0));
         assert!(!REGISTRY.lock().frozen(191, GPU));
@@ -515,7 +518,7 @@ mod tests {
             handle: h,
             ..Default::default()
         };
-        assert_eq!(o.freeze(&mut t, true), Err(EINVAL));
+        assert_eq!(o.freeze(&mut t, FreezeOp::Thaw), Err(EINVAL));
         o.close();
         Ok(())
     }
@@ -529,9 +532,9 @@ mod tests {
             handle: h,
             ..Default::default()
         };
-        assert_eq!(o.freeze(&mut f, true), Err(EINVAL));
+        assert_eq!(o.freeze(&mut f, FreezeOp::Thaw), Err(EINVAL));
         f.flags = 1;
-        assert_eq!(o.freeze(&mut f, false), Err(EINVAL));
+        assert_eq!(o.freeze(&mut f, FreezeOp::Freeze), Err(EINVAL));
         o.close();
         Ok(())
     }

@@ -30,8 +30,10 @@ use crate::{
     backend::{
         Applied,
         Backend,
+        FreezeOp,
         Item,
         Op,
+        Outcome,
         MAX_GPUS, //
     },
     registry::{
@@ -395,7 +397,7 @@ impl<B: Backend> Owner<B> {
             };
             if let Some(t) = att.target.as_ref() {
                 for _ in 0..f.count {
-                    let _ = self.backend.freeze(t, f.gpu_id, true);
+                    let _ = self.backend.freeze(t, f.gpu_id, FreezeOp::Thaw);
                 }
             }
             let mut reg = REGISTRY.lock();
@@ -493,7 +495,7 @@ impl<B: Backend> Owner<B> {
                 gpu_id: e.gpu_id,
                 queue_id: e.queue_id,
                 owned: owner == Some(self.id),
-                status: 0,
+                status: Outcome::Done,
                 marked: false,
                 entry: i as u32,
             };
@@ -509,10 +511,10 @@ impl<B: Backend> Owner<B> {
         if all_or_nothing && !validate_only {
             let _ = self.backend.apply(op, true, &mut items);
             let failed =
-                entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status < 0);
+                entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status.failed());
             if failed {
                 for it in items.iter() {
-                    entries[it.entry as usize].status = it.status;
+                    entries[it.entry as usize].status = it.status.status();
                 }
                 for e in entries.iter_mut() {
                     if e.status >= 0 {
@@ -531,11 +533,11 @@ impl<B: Backend> Owner<B> {
         let lease_ns = i64::from(lease_ms) * 1_000_000;
         for it in items.iter() {
             let e = &mut entries[it.entry as usize];
-            e.status = it.status;
+            e.status = it.status.status();
             if validate_only {
                 continue;
             }
-            if it.status == uapi::KFDP_R_EXTERNAL as i32 {
+            if it.status == Outcome::External {
                 state.stats.external_resumes += 1;
                 reg.stats.external_resumes += 1;
             }
@@ -554,7 +556,7 @@ impl<B: Backend> Owner<B> {
                 (true, true) => {
                     // A refused or failed PREEMPT of a held mark (EAGAIN,
                     // EIO) changes nothing, its lease included.
-                    if op == Op::Preempt && it.status >= 0 {
+                    if op == Op::Preempt && !it.status.failed() {
                         if let Some(m) = state.marks.get_mut(&mkey) {
                             m.since = since;
                             m.lease_ns = lease_ns;
@@ -580,7 +582,7 @@ impl<B: Backend> Owner<B> {
                             gpu_id,
                             queue_id,
                             owned: true,
-                            status: 0,
+                            status: Outcome::Done,
                             marked: true,
                             entry: it.entry,
                         }];
@@ -649,7 +651,8 @@ impl<B: Backend> Owner<B> {
 
     /// KFDP_IOC_FREEZE and KFDP_IOC_THAW. Validation errors fail the call;
     /// what the hardware did goes in `f.status`.
-    pub(crate) fn freeze(&self, f: &mut uapi::kfdp_freeze, thaw: bool) -> Result {
+    pub(crate) fn freeze(&self, f: &mut uapi::kfdp_freeze, op: FreezeOp) -> Result {
+        let thaw = op == FreezeOp::Thaw;
         if f.flags != 0 || f.status != 0 || f.elapsed_ns != 0 {
             return Err(EINVAL);
         }
@@ -705,18 +708,19 @@ impl<B: Backend> Owner<B> {
         // Nodes this FREEZE froze, to take back if another one was too soon.
         let mut frozen_now = KVec::new();
         for &g in gpus.iter() {
-            let o = self.backend.freeze(target, g, thaw);
-            trace::freeze(self.id, f.handle, g, thaw, o.status, o.elapsed_ns);
+            let o = self.backend.freeze(target, g, op);
+            let o_status = o.status.err().map_or(0, |e| e.to_errno());
+            trace::freeze(self.id, f.handle, g, thaw, o_status, o.elapsed_ns);
             elapsed += o.elapsed_ns;
             if status == 0 {
-                status = o.status;
+                status = o_status;
             }
             if !o.applied {
                 continue;
             }
             if !thaw && frozen_now.push(g, GFP_KERNEL).is_err() {
                 // Could not remember it for an undo: undo it now.
-                let _ = self.backend.freeze(target, g, true);
+                let _ = self.backend.freeze(target, g, FreezeOp::Thaw);
                 status = neg(ENOMEM);
                 continue;
             }
@@ -726,7 +730,7 @@ impl<B: Backend> Owner<B> {
             } else if reg.freeze(key, g, self.id).is_err() {
                 // Could not record it: undo rather than leave it unowned.
                 drop(reg);
-                let _ = self.backend.freeze(target, g, true);
+                let _ = self.backend.freeze(target, g, FreezeOp::Thaw);
                 frozen_now.pop();
                 status = neg(ENOMEM);
                 continue;
@@ -757,8 +761,9 @@ impl<B: Backend> Owner<B> {
         // this call froze on the other nodes.
         if !thaw && status == neg(EAGAIN) {
             for &g in frozen_now.iter() {
-                let o = self.backend.freeze(target, g, true);
-                trace::freeze(self.id, f.handle, g, true, o.status, o.elapsed_ns);
+                let o = self.backend.freeze(target, g, FreezeOp::Thaw);
+                let o_status = o.status.err().map_or(0, |e| e.to_errno());
+                trace::freeze(self.id, f.handle, g, true, o_status, o.elapsed_ns);
                 elapsed += o.elapsed_ns;
                 REGISTRY.lock().thaw(key, g, self.id);
                 if let Some(x) = state

@@ -28,9 +28,11 @@ use crate::{
     backend::{
         Applied,
         Backend,
+        FreezeOp,
         FreezeOutcome,
         Item,
         Op,
+        Outcome,
         TargetInfo, //
     },
     uapi,
@@ -199,7 +201,7 @@ impl Backend for SimNodes {
             &mut large
         } else {
             for it in items.iter_mut() {
-                it.status = ENOMEM.to_errno();
+                it.status = Outcome::Failed(ENOMEM);
                 it.marked = it.owned;
             }
             return Applied::default();
@@ -214,7 +216,7 @@ impl Backend for SimNodes {
         }
         let cost = self.0.state.lock().apply(&self.0, op, dry_run, reqs);
         for (it, r) in items.iter_mut().zip(reqs.iter()) {
-            it.status = r.status;
+            it.status = Outcome::from_status(r.status);
             it.marked = r.marked;
         }
         Applied {
@@ -223,17 +225,18 @@ impl Backend for SimNodes {
         }
     }
 
-    fn freeze(&self, t: &Target, gpu_id: u32, thaw: bool) -> FreezeOutcome {
+    fn freeze(&self, t: &Target, gpu_id: u32, op: FreezeOp) -> FreezeOutcome {
+        let thaw = op == FreezeOp::Thaw;
         let Some(node) = self.0.node_of(gpu_id) else {
             return FreezeOutcome {
-                status: EINVAL.to_errno(),
+                status: Err(EINVAL),
                 applied: false,
                 elapsed_ns: 0,
             };
         };
         let (applied, cost, res) = self.0.state.lock().evict(&self.0, t.id, node, thaw);
         FreezeOutcome {
-            status: res.err().map_or(0, |e| e.to_errno()),
+            status: res,
             applied,
             elapsed_ns: cost.elapsed_ns,
         }

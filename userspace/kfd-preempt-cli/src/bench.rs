@@ -767,7 +767,8 @@ pub(crate) fn run(args: &BenchArgs) -> CliResult {
         }
         print!("{}", table(&results, &cost));
     }
-    for cost in &results.cost_models {
+    // The goals are about software: a modelled hardware cost is not.
+    for cost in results.cost_models.iter().filter(|c| !c.modelled) {
         print!("{}", software_cost(&results, cost));
     }
     drop(guard);
