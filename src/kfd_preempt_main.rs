@@ -46,6 +46,7 @@ mod backend;
 mod backends;
 mod batch;
 mod device;
+mod housekeeping;
 mod info;
 mod owner;
 mod pm;

@@ -51,6 +51,8 @@ pub(crate) struct World {
     pub(crate) runlist_updates: u32,
     /// A node whose FREEZE answers EAGAIN (the glue's rate limit).
     pub(crate) freeze_too_soon: Option<u32>,
+    /// RESUMEs fail with EIO and leave the queue preempted (a broken node).
+    pub(crate) fail_resumes: bool,
 }
 
 /// The model backend; clones share one world.
@@ -66,6 +68,7 @@ impl Mock {
                 procs: KVec::new(),
                 runlist_updates: 0,
                 freeze_too_soon: None,
+                fail_resumes: false,
             }),
             GFP_KERNEL,
         )?;
@@ -164,6 +167,7 @@ impl Backend for Mock {
 
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, u64>]) -> Applied {
         let mut w = self.world.lock();
+        let w_fail_resumes = w.fail_resumes && !dry_run;
         let mut changed_nodes = KVec::<u32>::new();
         for it in items.iter_mut() {
             it.marked = it.owned;
@@ -213,6 +217,9 @@ impl Backend for Mock {
                 Op::Resume if !q.suspended => {
                     it.status = Outcome::External;
                     it.marked = false;
+                }
+                Op::Resume if w_fail_resumes => {
+                    it.status = Outcome::Failed(EIO);
                 }
                 Op::Resume => {
                     it.status = Outcome::Done;
@@ -555,6 +562,34 @@ mod tests {
         assert_eq!(m.active(181), 1);
         assert_eq!(o.state.lock().stats.leases_expired, 1);
         assert_eq!(o.state.lock().marks.len(), 1);
+        o.close();
+        Ok(())
+    }
+
+    /// A lease ends on a node that cannot resume (EIO, the queue stays
+    /// off): housekeeping tries again later each time, up to SWEEP_MS,
+    /// rather than every millisecond; once the node resumes, it stops.
+    /// Before the backoff this asked again after 1 ms every time.
+    #[test]
+    fn failing_lease_resumes_back_off() -> Result {
+        use crate::owner::SWEEP_MS;
+        let m = world(&[(241, 1)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 241)?;
+        let mut e = refs(h, &[0])?;
+        run(&o, Op::Preempt, 0, 1, &mut e);
+        m.world.lock().fail_resumes = true;
+        kernel::time::delay::fsleep(kernel::time::Delta::from_millis(3));
+        let mut waits = KVec::new();
+        for _ in 0..9 {
+            waits.push(o.housekeep().unwrap_or(0), GFP_KERNEL)?;
+        }
+        assert_eq!(&waits[..], &[1, 2, 4, 8, 16, 32, 64, SWEEP_MS, SWEEP_MS]);
+        assert_eq!(m.active(241), 0);
+        m.world.lock().fail_resumes = false;
+        assert_eq!(o.housekeep(), Some(SWEEP_MS));
+        assert_eq!(m.active(241), 1);
+        assert_eq!(o.state.lock().lease_retry_ms, 0);
         o.close();
         Ok(())
     }

@@ -8,21 +8,23 @@
 //! (`Documentation/uapi.rst`, "Owners").
 
 use kernel::{
-    new_delayed_work, new_mutex,
+    impl_has_hr_timer, new_mutex, new_work,
     prelude::*,
     sync::{
         Arc,
         Mutex, //
     },
     time::{
+        hrtimer::{
+            HrTimer,
+            RelativeMode, //
+        },
         Instant,
         Monotonic, //
     },
     workqueue::{
-        self,
-        impl_has_delayed_work,
-        DelayedWork,
-        WorkItem, //
+        impl_has_work,
+        Work, //
     },
 };
 
@@ -116,6 +118,10 @@ pub(crate) struct State<T> {
     pub(crate) watches: KVec<Arc<crate::activity::Watch>>,
     /// The armed sampler, if any.
     pub(crate) armed: Option<crate::activity::Sampler>,
+    /// While leases that ended could not be resumed (the backend failed),
+    /// how long housekeeping waits before it tries again: doubled at each
+    /// failure up to `SWEEP_MS`, 0 once nothing is stuck.
+    pub(crate) lease_retry_ms: u32,
 }
 
 /// One open `/dev/kfd_preempt` file.
@@ -130,23 +136,25 @@ pub(crate) struct Owner<B: Backend> {
     pub(crate) pid_attach: bool,
     #[pin]
     pub(crate) state: Mutex<State<B::Target>>,
-    /// Ends leases and drops pins of exited targets.
+    /// Ends leases and drops pins of exited targets (`crate::housekeeping`).
     #[pin]
-    housekeeping: DelayedWork<Owner<B>>,
+    pub(crate) housekeeping: Work<Owner<B>>,
+    /// When housekeeping is due.
+    #[pin]
+    timer: HrTimer<Owner<B>>,
+    /// The started timer, if any. Taken after `state` (lock order), and
+    /// started only while the state says the owner is open.
+    #[pin]
+    pub(crate) armed_timer: Mutex<Option<crate::housekeeping::Armed<B>>>,
 }
 
-impl_has_delayed_work! {
-    impl{B: Backend} HasDelayedWork<Owner<B>> for Owner<B> { self.housekeeping }
+impl_has_work! {
+    impl{B: Backend} HasWork<Owner<B>> for Owner<B> { self.housekeeping }
 }
 
-impl<B: Backend> WorkItem for Owner<B> {
-    type Pointer = Arc<Owner<B>>;
-
-    fn run(this: Arc<Owner<B>>) {
-        let next = this.housekeep();
-        if let Some(ms) = next {
-            this.arm(ms);
-        }
+impl_has_hr_timer! {
+    impl{B: Backend} HasHrTimer<Owner<B>> for Owner<B> {
+        mode: RelativeMode<Monotonic>, field: self.timer
     }
 }
 
@@ -265,8 +273,11 @@ impl<B: Backend> Owner<B> {
                     stats: OwnerStats::default(),
                     watches: KVec::new(),
                     armed: None,
+                    lease_retry_ms: 0,
                 }),
-                housekeeping <- new_delayed_work!("kfd_preempt::housekeeping"),
+                housekeeping <- new_work!("kfd_preempt::housekeeping"),
+                timer <- HrTimer::new(),
+                armed_timer <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )
@@ -841,81 +852,57 @@ impl<B: Backend> Owner<B> {
         if state.closed {
             return None;
         }
-        let expired = self.resume_marks(&mut state, |m| {
-            m.lease_left_ns().is_some_and(|left| left <= 0)
-        }) as u64;
+        let ended = |m: &Mark| m.lease_left_ns().is_some_and(|left| left <= 0);
+        let expired = self.resume_marks(&mut state, ended) as u64;
         if expired > 0 {
             trace::lease_expired(self.id, expired as u32);
         }
+        // Marks whose lease ended and that are still held: the backend
+        // could not resume them. Try again later, and later each time,
+        // rather than every millisecond while the node is broken.
+        state.lease_retry_ms = if state.marks.values().any(ended) {
+            (state.lease_retry_ms * 2).clamp(1, SWEEP_MS)
+        } else {
+            0
+        };
         state.stats.leases_expired += expired;
         REGISTRY.lock().stats.leases_expired += expired;
         Self::next_wakeup(&state)
     }
 
-    fn next_wakeup(state: &State<B::Target>) -> Option<u32> {
+    pub(crate) fn next_wakeup(state: &State<B::Target>) -> Option<u32> {
         let lease = state.marks.values().filter_map(|m| m.lease_left_ns()).min();
         let watching = state.attachments.iter().any(|a| a.target.is_some());
         match lease {
             Some(ns) => {
                 let ms = u32::try_from((ns.max(0) + 999_999) / 1_000_000).unwrap_or(SWEEP_MS);
-                Some(ms.clamp(1, SWEEP_MS))
+                Some(ms.max(state.lease_retry_ms).clamp(1, SWEEP_MS))
             }
             None if watching => Some(SWEEP_MS),
             None => None,
         }
     }
 
-    /// Makes housekeeping run in `ms` milliseconds at the latest.
-    pub(crate) fn arm(self: &Arc<Self>, ms: u32) {
-        // An armed timer may be later than `ms`: take it back first.
-        self.cancel(false);
-        let delay = kernel::time::msecs_to_jiffies(ms);
-        // Freezable: no lease ends while the system is suspending (B3).
-        let _ = workqueue::system_freezable().enqueue_delayed(self.clone(), delay);
-    }
-
     /// Re-arms housekeeping after an ioctl changed leases or attachments.
     pub(crate) fn rearm(self: &Arc<Self>) {
-        let next = {
-            let state = self.state.lock();
-            if state.closed {
-                return;
-            }
-            Self::next_wakeup(&state)
-        };
-        if let Some(ms) = next {
-            self.arm(ms);
-        }
-    }
-
-    /// Cancels pending housekeeping; with `sync`, also waits for a running one.
-    fn cancel(self: &Arc<Self>, sync: bool) {
-        let dwork = core::ptr::from_ref(&self.housekeeping)
-            .cast::<kernel::bindings::delayed_work>()
-            .cast_mut();
-        // SAFETY: `DelayedWork` is a `#[repr(transparent)]` wrapper of an
-        // initialised `struct delayed_work` that lives as long as `self`.
-        let was_pending = unsafe {
-            if sync {
-                kernel::bindings::cancel_delayed_work_sync(dwork)
-            } else {
-                kernel::bindings::cancel_delayed_work(dwork)
-            }
-        };
-        if was_pending {
-            // SAFETY: Queueing the work turned one `Arc<Self>` into a raw
-            // pointer with `Arc::into_raw`; the work was cancelled before it
-            // ran, so that reference is reclaimed here, exactly once.
-            drop(unsafe { Arc::from_raw(Arc::as_ptr(self)) });
+        let state = self.state.lock();
+        if let Some(ms) = Self::next_wakeup(&state) {
+            crate::housekeeping::arm(self, &state, ms);
         }
     }
 
     /// The owner's file is being closed: resume and thaw everything, drop
     /// every attachment, before `release` returns.
     pub(crate) fn close(self: &Arc<Self>) {
-        self.state.lock().closed = true;
-        // No housekeeping runs after this (it sees `closed`).
-        self.cancel(true);
+        let timer = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            self.armed_timer.lock().take()
+        };
+        // Cancelled, and nothing starts it again (the owner is closed);
+        // then the work it may have queued is waited for.
+        drop(timer);
+        self.flush_housekeeping();
         self.sweep();
         let mut state = self.state.lock();
         self.undo(&mut state, None);

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! When an owner's housekeeping runs (lease ends, sweeps of exited
+//! targets), built from the kernel crate's own pieces: a high-resolution
+//! timer decides when, and a work item runs it in process context.
+//!
+//! Re-arming restarts the timer, which is what `mod_delayed_work` does for
+//! a delayed work: dropping the old timer handle cancels it, whether it was
+//! due sooner or later. The work item itself is only ever queued, never
+//! cancelled, so nothing here depends on how `kernel::workqueue` holds the
+//! owner while a work is pending. The timer's handle lives in the owner's
+//! state, and is only started while the owner is open: once `close` has
+//! marked it closed and dropped the handle, nothing can queue the work
+//! again, and waiting for the work (`flush`) is the last step.
+
+use kernel::{
+    sync::{
+        Arc,
+        ArcBorrow, //
+    },
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle,
+            HrTimerCallback,
+            HrTimerCallbackContext,
+            HrTimerPointer,
+            HrTimerRestart, //
+        },
+        Delta,
+    },
+    workqueue::{
+        self,
+        Work,
+        WorkItem, //
+    },
+};
+
+use crate::{
+    backend::Backend,
+    owner::{
+        Owner,
+        State, //
+    },
+};
+
+/// The armed timer of an owner's housekeeping; dropping it cancels the
+/// timer, waiting for a callback that is running.
+pub(crate) type Armed<B> = ArcHrTimerHandle<Owner<B>>;
+
+impl<B: Backend> HrTimerCallback for Owner<B> {
+    type Pointer<'a> = Arc<Self>;
+
+    fn run(this: ArcBorrow<'_, Self>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        // Interrupt context: the work does the rest, on the freezable
+        // workqueue so that no lease ends while the system suspends (B3).
+        // Queued already: it runs soon, which is what was asked.
+        let _ = workqueue::system_freezable().enqueue(Arc::from(this));
+        HrTimerRestart::NoRestart
+    }
+}
+
+impl<B: Backend> WorkItem for Owner<B> {
+    type Pointer = Arc<Owner<B>>;
+
+    fn run(this: Arc<Owner<B>>) {
+        if let Some(ms) = this.housekeep() {
+            this.rearm_in(ms);
+        }
+    }
+}
+
+impl<B: Backend> Owner<B> {
+    /// Makes housekeeping run in `ms` milliseconds, sooner or later than
+    /// it was due, unless the owner is closed.
+    pub(crate) fn rearm_in(self: &Arc<Self>, ms: u32) {
+        let state = self.state.lock();
+        arm(self, &state, ms);
+    }
+
+    /// Waits until the housekeeping work is idle. Only `close`, after the
+    /// timer was dropped with the owner closed, calls it: nothing queues
+    /// the work any more.
+    pub(crate) fn flush_housekeeping(&self) {
+        let work = core::ptr::from_ref(&self.housekeeping);
+        // SAFETY: `work` is the owner's initialised work item, alive for
+        // the whole call (the caller holds the owner); `flush_work` only
+        // waits for it to be idle and takes no reference.
+        unsafe { kernel::bindings::flush_work(Work::raw_get(work)) };
+    }
+}
+
+/// Restarts `owner`'s timer to fire in `ms` milliseconds, unless `state`
+/// (`owner`'s, locked by the caller) says it is closed.
+pub(crate) fn arm<B: Backend>(owner: &Arc<Owner<B>>, state: &State<B::Target>, ms: u32) {
+    if state.closed {
+        return;
+    }
+    let mut armed = owner.armed_timer.lock();
+    // One timer: cancel it before starting it again, or the old handle's
+    // drop would cancel the new start. A running callback only queues the
+    // work, so waiting for it here cannot deadlock; the handle's reference
+    // is not the last one (the caller holds `owner`).
+    drop(armed.take());
+    let delay = Delta::from_millis(i64::from(ms));
+    *armed = Some(owner.clone().start(delay));
+}
