@@ -7,7 +7,11 @@
  * usage: profile_batch MODE K R
  *   MODE  info | preempt (PREEMPT of K, then RESUME of K, untimed) |
  *         validate (VALIDATE_ONLY PREEMPT of K) | freeze (FREEZE + THAW) |
- *         query (QUERY of the K queues)
+ *         query (QUERY of the K queues) |
+ *         daemons (K concurrent scheduler processes, each with its own
+ *         file and 4 tenants of 16 queues, PREEMPT and RESUME of its 64
+ *         queues R times; K = 16 is 1,024 queues over 64 tenants, the
+ *         simulated node's limit)
  *
  * Prints "MODE K R median_ns" of the timed call, measured here, for the
  * record beside the trace; the trace itself is the profile. The median,
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +74,95 @@ static void batch(int owner, unsigned long cmd, int k, __u32 flags)
 			die("an entry failed");
 }
 
+#define DAEMON_TENANTS 4
+#define TENANT_QUEUES 16
+#define DAEMON_QUEUES (DAEMON_TENANTS * TENANT_QUEUES)
+
+/*
+ * One scheduler of the daemons mode: its own owner file and tenants, R
+ * timed PREEMPTs of its 64 queues (each followed by an untimed RESUME);
+ * writes its R samples to @out.
+ */
+static void one_daemon(int r, int out)
+{
+	struct kfdp_queue_ref mine[DAEMON_QUEUES];
+	int owner = open("/dev/kfd_preempt", O_RDWR | O_CLOEXEC), t, q, i;
+
+	if (owner < 0)
+		die("open");
+	for (t = 0; t < DAEMON_TENANTS; t++) {
+		struct kfdp_attach a = { .kind = KFDP_TARGET_SIM_FD };
+		int tenant = open("/dev/kfd_preempt_sim", O_RDWR | O_CLOEXEC);
+
+		if (tenant < 0)
+			die("open tenant");
+		a.fd = tenant;
+		if (ioctl(owner, KFDP_IOC_ATTACH, &a))
+			die("attach");
+		for (q = 0; q < TENANT_QUEUES; q++) {
+			struct kfdp_sim_queue_create c = { .node = 0, .queue_type = 0 };
+
+			if (ioctl(tenant, KFDP_SIM_IOC_CREATE_QUEUE, &c))
+				die("create queue");
+			mine[t * TENANT_QUEUES + q] = (struct kfdp_queue_ref){
+				.handle = a.handle, .gpu_id = 0x5100, .queue_id = c.queue_id,
+			};
+		}
+	}
+	for (i = 0; i < r; i++) {
+		struct kfdp_batch b = {
+			.entries_ptr = (uintptr_t)mine, .num_entries = DAEMON_QUEUES,
+			.entry_size = sizeof(mine[0]),
+		};
+		long long t0 = now_ns();
+
+		if (ioctl(owner, KFDP_IOC_PREEMPT, &b) || b.num_ok != DAEMON_QUEUES)
+			die("preempt");
+		samples[i] = now_ns() - t0;
+		if (ioctl(owner, KFDP_IOC_RESUME, &b) || b.num_ok != DAEMON_QUEUES)
+			die("resume");
+	}
+	if (write(out, samples, r * sizeof(samples[0])) != (ssize_t)(r * sizeof(samples[0])))
+		die("write");
+	_exit(0);
+}
+
+/* K schedulers at once; prints the median and p99 over all their samples. */
+static int daemons(int k, int r)
+{
+	static long long all[100000];
+	int p[2], i, n = 0, status, ok = 1;
+
+	if (k * r > 100000 || pipe(p))
+		return fprintf(stderr, "profile_batch: K * R <= 100000\n"), 2;
+	for (i = 0; i < k; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			close(p[0]);
+			one_daemon(r, p[1]);
+		}
+	}
+	close(p[1]);
+	while (n < k * r) {
+		ssize_t got = read(p[0], (char *)all + n * sizeof(all[0]),
+				   (k * r - n) * sizeof(all[0]));
+
+		if (got <= 0)
+			break;
+		n += got / sizeof(all[0]);
+	}
+	for (i = 0; i < k; i++)
+		ok &= wait(&status) > 0 && WIFEXITED(status) && !WEXITSTATUS(status);
+	if (!ok || n != k * r)
+		return fprintf(stderr, "profile_batch: a scheduler failed\n"), 1;
+	qsort(all, n, sizeof(all[0]), cmp_ll);
+	printf("daemons %d %d %lld p99 %lld\n", k, r, all[n / 2], all[n * 99 / 100]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct kfdp_attach a = { .kind = KFDP_TARGET_SIM_FD };
@@ -83,6 +177,8 @@ int main(int argc, char **argv)
 	r = atoi(argv[3]);
 	if (k < 1 || k > MAXQ || r < 1 || r > 100000)
 		return fprintf(stderr, "profile_batch: 1 <= K <= %d, 1 <= R <= 100000\n", MAXQ), 2;
+	if (!strcmp(mode, "daemons"))
+		return daemons(k, r);
 	tenant = open("/dev/kfd_preempt_sim", O_RDWR | O_CLOEXEC);
 	owner = open("/dev/kfd_preempt", O_RDWR | O_CLOEXEC);
 	if (tenant < 0 || owner < 0)
