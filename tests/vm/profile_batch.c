@@ -128,7 +128,7 @@ static void one_daemon(int r, int out)
 }
 
 /* K schedulers at once; prints the median and p99 over all their samples. */
-static int daemons(int k, int r)
+static int schedulers(int k, int r)
 {
 	static long long all[100000];
 	int p[2], i, n = 0, status, ok = 1;
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	if (k < 1 || k > MAXQ || r < 1 || r > 100000)
 		return fprintf(stderr, "profile_batch: 1 <= K <= %d, 1 <= R <= 100000\n", MAXQ), 2;
 	if (!strcmp(mode, "daemons"))
-		return daemons(k, r);
+		return schedulers(k, r);
 	tenant = open("/dev/kfd_preempt_sim", O_RDWR | O_CLOEXEC);
 	owner = open("/dev/kfd_preempt", O_RDWR | O_CLOEXEC);
 	if (tenant < 0 || owner < 0)
