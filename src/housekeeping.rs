@@ -4,9 +4,11 @@
 //! targets), built from the kernel crate's own pieces: a high-resolution
 //! timer decides when, and a work item runs it in process context.
 //!
-//! Re-arming restarts the timer, which is what `mod_delayed_work` does for
-//! a delayed work: dropping the old timer handle cancels it, whether it was
-//! due sooner or later. The work item itself is only ever queued, never
+//! Re-arming moves the timer earlier, or starts it if it is not pending:
+//! dropping the old timer handle cancels it. It never postpones a pending
+//! timer, so that callers re-arming often (a scheduler renewing leases)
+//! cannot keep the periodic sweep from running. The work item itself is
+//! only ever queued, never
 //! cancelled, so nothing here depends on how `kernel::workqueue` holds the
 //! owner while a work is pending. The timer's handle lives in the owner's
 //! state, and is only started while the owner is open: once `close` has
@@ -36,6 +38,7 @@ use kernel::{
 };
 
 use crate::{
+    activity::now_ns,
     backend::Backend,
     owner::{
         Owner,
@@ -43,9 +46,13 @@ use crate::{
     },
 };
 
-/// The armed timer of an owner's housekeeping; dropping it cancels the
-/// timer, waiting for a callback that is running.
-pub(crate) type Armed<B> = ArcHrTimerHandle<Owner<B>>;
+/// The armed timer of an owner's housekeeping, and when it is due;
+/// dropping it cancels the timer, waiting for a callback that is running.
+pub(crate) struct Armed<B: Backend> {
+    _handle: ArcHrTimerHandle<Owner<B>>,
+    /// CLOCK_MONOTONIC, in nanoseconds.
+    due: i64,
+}
 
 impl<B: Backend> HrTimerCallback for Owner<B> {
     type Pointer<'a> = Arc<Self>;
@@ -63,20 +70,14 @@ impl<B: Backend> WorkItem for Owner<B> {
     type Pointer = Arc<Owner<B>>;
 
     fn run(this: Arc<Owner<B>>) {
-        if let Some(ms) = this.housekeep() {
-            this.rearm_in(ms);
-        }
+        this.housekeep();
+        // The next time is worked out again under the lock that arms it,
+        // so that an ioctl's sooner time in between is not overridden.
+        this.rearm();
     }
 }
 
 impl<B: Backend> Owner<B> {
-    /// Makes housekeeping run in `ms` milliseconds, sooner or later than
-    /// it was due, unless the owner is closed.
-    pub(crate) fn rearm_in(self: &Arc<Self>, ms: u32) {
-        let state = self.state.lock();
-        arm(self, &state, ms);
-    }
-
     /// Waits until the housekeeping work is idle. Only `close`, after the
     /// timer was dropped with the owner closed, calls it: nothing queues
     /// the work any more.
@@ -89,18 +90,29 @@ impl<B: Backend> Owner<B> {
     }
 }
 
-/// Restarts `owner`'s timer to fire in `ms` milliseconds, unless `state`
-/// (`owner`'s, locked by the caller) says it is closed.
+/// Makes `owner`'s timer fire in `ms` milliseconds at the latest, unless
+/// `state` (`owner`'s, locked by the caller) says it is closed: a pending
+/// timer due sooner is kept, one due later is moved earlier.
 pub(crate) fn arm<B: Backend>(owner: &Arc<Owner<B>>, state: &State<B::Target>, ms: u32) {
     if state.closed {
         return;
     }
+    let delay = Delta::from_millis(i64::from(ms));
+    let now = now_ns();
+    let due = now.saturating_add(delay.as_nanos());
     let mut armed = owner.armed_timer.lock();
+    // A timer whose time has passed has fired (or is about to, and the
+    // work it queues does what this call asks for): replace it.
+    if armed.as_ref().is_some_and(|a| a.due > now && a.due <= due) {
+        return;
+    }
     // One timer: cancel it before starting it again, or the old handle's
     // drop would cancel the new start. A running callback only queues the
     // work, so waiting for it here cannot deadlock; the handle's reference
     // is not the last one (the caller holds `owner`).
     drop(armed.take());
-    let delay = Delta::from_millis(i64::from(ms));
-    *armed = Some(owner.clone().start(delay));
+    *armed = Some(Armed {
+        _handle: owner.clone().start(delay),
+        due,
+    });
 }

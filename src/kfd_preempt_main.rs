@@ -103,8 +103,23 @@ struct KfdPreemptModule {
     #[pin]
     _attachments: kernel::debugfs::File<()>,
     _debugfs: Dir,
+    /// Frees the global tables' memory once the device (and so every
+    /// owner) is gone.
+    _globals: GlobalsReset,
     /// Last: dropped once no owner can reach the glue any more.
     _glue: GlueState,
+}
+
+/// Statics are never dropped: at unload, after the misc device and the
+/// debugfs files (declared before it), this frees what the registry and
+/// the list of open files still hold (their buffers keep their capacity).
+struct GlobalsReset;
+
+impl Drop for GlobalsReset {
+    fn drop(&mut self) {
+        registry::REGISTRY.lock().clear();
+        *stats::OPEN.lock() = KVec::new();
+    }
 }
 
 /// The glue's PM notifier (`glue/kfdp_pm.c`, deciding in [`pm`]) and its
@@ -218,6 +233,7 @@ impl kernel::InPlaceModule for KfdPreemptModule {
             _stats <- debugfs.read_callback_file(c"stats", (), &stats::stats),
             _attachments <- debugfs.read_callback_file(c"attachments", (), &stats::attachments),
             _debugfs: debugfs,
+            _globals: GlobalsReset,
             _glue: GlueState::new()?,
         })
     }

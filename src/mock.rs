@@ -569,11 +569,13 @@ mod tests {
     /// A lease ends on a node that cannot resume (EIO, the queue stays
     /// off): housekeeping tries again later each time, up to SWEEP_MS,
     /// rather than every millisecond; once the node resumes, it stops.
-    /// Before the backoff this asked again after 1 ms every time.
+    /// Before the backoff this asked again after 1 ms every time. A lease
+    /// that has not ended is still served on time: the backoff of the
+    /// stuck one does not delay it.
     #[test]
     fn failing_lease_resumes_back_off() -> Result {
         use crate::owner::SWEEP_MS;
-        let m = world(&[(241, 1)])?;
+        let m = world(&[(241, 2)])?;
         let o = Owner::new(m.clone(), false)?;
         let h = attach(&o, 241)?;
         let mut e = refs(h, &[0])?;
@@ -585,10 +587,17 @@ mod tests {
             waits.push(o.housekeep().unwrap_or(0), GFP_KERNEL)?;
         }
         assert_eq!(&waits[..], &[1, 2, 4, 8, 16, 32, 64, SWEEP_MS, SWEEP_MS]);
-        assert_eq!(m.active(241), 0);
-        m.world.lock().fail_resumes = false;
-        assert_eq!(o.housekeep(), Some(SWEEP_MS));
         assert_eq!(m.active(241), 1);
+        // A second queue with a 50 ms lease: the stuck one's 100 ms
+        // backoff must not make it wait longer than its lease.
+        let mut e2 = refs(h, &[1])?;
+        run(&o, Op::Preempt, 0, 50, &mut e2);
+        let next = o.housekeep().unwrap_or(0);
+        assert!((1..=50).contains(&next));
+        m.world.lock().fail_resumes = false;
+        run(&o, Op::Resume, 0, 0, &mut e2);
+        assert_eq!(o.housekeep(), Some(SWEEP_MS));
+        assert_eq!(m.active(241), 2);
         assert_eq!(o.state.lock().lease_retry_ms, 0);
         o.close();
         Ok(())

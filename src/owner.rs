@@ -422,7 +422,8 @@ impl<B: Backend> Owner<B> {
     }
 
     /// Resumes, in one batch and with the same bookkeeping as a RESUME call,
-    /// this owner's marks that `select` picks; returns how many it picked.
+    /// this owner's marks that `select` picks; returns how many it no longer
+    /// holds (resumed, or found resumed already).
     /// Without memory the batch is only shorter: the marks left over stay.
     fn resume_marks(&self, state: &mut State<B::Target>, select: impl Fn(&Mark) -> bool) -> usize {
         let mut entries = KVec::new();
@@ -440,7 +441,8 @@ impl<B: Backend> Owner<B> {
         if !entries.is_empty() {
             self.run_batch(state, Op::Resume, 0, 0, &mut entries);
         }
-        entries.len()
+        // Resumed, or found resumed already: no longer held.
+        entries.iter().filter(|e| e.status >= 0).count()
     }
 
     /// The engine of PREEMPT and RESUME, after the entries were copied in.
@@ -560,8 +562,9 @@ impl<B: Backend> Owner<B> {
                 queue_id,
             };
             // `it.owned` says whether this owner held the mark before the
-            // batch: the registry and the owner's marks always agree (both
-            // are written together, under this owner's lock), so only a
+            // batch: the registry's marks of this owner and the owner's own
+            // agree (both are written and removed together, under this
+            // owner's lock; a sweep forgets only this owner's), so only a
             // held mark's lease needs a lookup.
             match (it.marked, it.owned) {
                 (true, true) => {
@@ -584,8 +587,20 @@ impl<B: Backend> Owner<B> {
                     };
                     // The mark is on the hardware: if it cannot be recorded,
                     // undo it rather than leave it without an owner.
-                    let recorded = state.marks.insert(mkey, m).is_ok();
-                    if !recorded || reg.claim(key, self.id).is_err() {
+                    let claimed = match state.marks.insert(mkey, m) {
+                        Ok(_) => reg.claim(key, self.id),
+                        Err(_) => Err(ENOMEM),
+                    };
+                    if claimed == Err(EBUSY) {
+                        // Another owner marked that queue id after this
+                        // batch looked: the queue this batch marked was
+                        // destroyed and its id reused, amdkfd hands out
+                        // the lowest free id. The mark went with the old
+                        // queue; the new one is the other owner's, and
+                        // resuming it here would undo their preemption.
+                        state.marks.remove(&mkey);
+                        e.status = neg(EBUSY);
+                    } else if claimed.is_err() {
                         state.marks.remove(&mkey);
                         e.status = neg(ENOMEM);
                         let mut one = [Item {
@@ -836,7 +851,7 @@ impl<B: Backend> Owner<B> {
             state.marks.remove_run(&(handle, 0, 0), |k| k.0 == handle);
             state.freezes.retain(|f| f.handle != handle);
             let mut reg = REGISTRY.lock();
-            reg.forget_target(key);
+            reg.forget_target(key, self.id);
             reg.stats.targets_exited += 1;
             drop(reg);
             trace::target_exit(self.id, handle);
@@ -871,12 +886,21 @@ impl<B: Backend> Owner<B> {
     }
 
     pub(crate) fn next_wakeup(state: &State<B::Target>) -> Option<u32> {
-        let lease = state.marks.values().filter_map(|m| m.lease_left_ns()).min();
+        // A lease that has not ended yet is due when it ends; one that has
+        // ended and is still held (its resume failed) is retried after the
+        // backoff, which must not delay the others.
+        let retry_ns = i64::from(state.lease_retry_ms) * 1_000_000;
+        let lease = state
+            .marks
+            .values()
+            .filter_map(|m| m.lease_left_ns())
+            .map(|left| if left > 0 { left } else { retry_ns })
+            .min();
         let watching = state.attachments.iter().any(|a| a.target.is_some());
         match lease {
             Some(ns) => {
                 let ms = u32::try_from((ns.max(0) + 999_999) / 1_000_000).unwrap_or(SWEEP_MS);
-                Some(ms.max(state.lease_retry_ms).clamp(1, SWEEP_MS))
+                Some(ms.clamp(1, SWEEP_MS))
             }
             None if watching => Some(SWEEP_MS),
             None => None,

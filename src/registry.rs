@@ -130,9 +130,14 @@ impl Registry {
         self.marks.get(q).copied()
     }
 
-    /// Records that `owner` marked `q` (a mark already there stays).
+    /// Records that `owner` marked `q`. EBUSY if another owner's mark is
+    /// there: the backend, which arbitrates, gave the queue to one owner
+    /// only, so that would be a bookkeeping error, and the caller undoes
+    /// its mark rather than record two owners.
     pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
-        self.marks.insert_new(q, owner)?;
+        if !self.marks.insert_new(q, owner)? && self.marks.get(&q) != Some(&owner) {
+            return Err(EBUSY);
+        }
         Ok(())
     }
 
@@ -143,11 +148,16 @@ impl Registry {
         }
     }
 
-    /// Forgets every mark and freeze on a process that exited.
-    pub(crate) fn forget_target(&mut self, target: u64) {
-        self.marks
-            .remove_run(&first_queue(target), |k| k.target == target);
-        self.freezes.remove_run(&(target, 0, 0), |k| k.0 == target);
+    /// Forgets `owner`'s marks and freezes on a process that exited; other
+    /// owners attached to it forget theirs when they sweep it.
+    pub(crate) fn forget_target(&mut self, target: u64, owner: u64) {
+        self.marks.remove_in_run(
+            &first_queue(target),
+            |k| k.target == target,
+            |_, &o| o == owner,
+        );
+        self.freezes
+            .remove_in_run(&(target, 0, 0), |k| k.0 == target, |k, _| k.2 == owner);
     }
 
     /// Records one more freeze of `(target, gpu_id)` by `owner`.
@@ -171,6 +181,13 @@ impl Registry {
                 self.freezes.remove(&key);
             }
         }
+    }
+
+    /// Forgets everything (module unload, once no owner exists): a static
+    /// is never dropped, so its buffers are freed here.
+    pub(crate) fn clear(&mut self) {
+        self.marks.clear();
+        self.freezes.clear();
     }
 
     /// Whether any owner holds a freeze of `(target, gpu_id)`.

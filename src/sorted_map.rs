@@ -9,7 +9,8 @@
 //! registry's), which cost more than the rest of the batch's bookkeeping
 //! (`Documentation/design.rst`, "Where a batch's time goes"). Inserting in
 //! key order, as a batch sorted by queue does, appends; the vector grows
-//! by doubling, so its allocations are amortised.
+//! by doubling, so its allocations are amortised, and is a `KVVec`, so a
+//! large map needs no physically contiguous memory.
 
 use kernel::prelude::*;
 
@@ -19,7 +20,7 @@ use kernel::prelude::*;
 ///
 /// `entries` is sorted by key, strictly: no key appears twice.
 pub(crate) struct SortedMap<K, V> {
-    entries: KVec<(K, V)>,
+    entries: KVVec<(K, V)>,
 }
 
 impl<K: Ord + Copy, V> SortedMap<K, V> {
@@ -27,7 +28,7 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
     pub(crate) const fn new() -> Self {
         // INVARIANT: An empty vector is sorted.
         Self {
-            entries: KVec::new(),
+            entries: KVVec::new(),
         }
     }
 
@@ -85,6 +86,11 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
         Ok(true)
     }
 
+    /// Empties the map and frees its memory.
+    pub(crate) fn clear(&mut self) {
+        self.entries = KVVec::new();
+    }
+
     /// Removes the value at `key`, if any.
     pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
         let i = self.find(key).ok()?;
@@ -100,17 +106,35 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
     /// Removes the run of entries from the first key not below `from`
     /// while `same` holds for the key (a process's marks, for example).
     pub(crate) fn remove_run(&mut self, from: &K, same: impl Fn(&K) -> bool) {
+        self.remove_in_run(from, same, |_, _| true);
+    }
+
+    /// As [`Self::remove_run`], but only the entries of the run that
+    /// `remove` picks; the others stay.
+    pub(crate) fn remove_in_run(
+        &mut self,
+        from: &K,
+        same: impl Fn(&K) -> bool,
+        remove: impl Fn(&K, &V) -> bool,
+    ) {
         let start = match self.find(from) {
             Ok(i) | Err(i) => i,
         };
-        let len = self.entries[start..]
-            .iter()
-            .take_while(|(k, _)| same(k))
-            .count();
-        if len > 0 {
-            // INVARIANT: Removing a run keeps the rest in order.
-            self.entries.retain(|(k, _)| !(*k >= *from && same(k)));
+        let end = start
+            + self.entries[start..]
+                .iter()
+                .take_while(|(k, _)| same(k))
+                .count();
+        if start == end {
+            return;
         }
+        let mut i = 0;
+        // INVARIANT: Removing entries keeps the rest in order.
+        self.entries.retain(|(k, v)| {
+            let inside = (start..end).contains(&i);
+            i += 1;
+            !(inside && remove(k, v))
+        });
     }
 
     /// The first entry whose key is not below `from`.

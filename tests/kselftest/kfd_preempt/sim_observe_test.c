@@ -297,6 +297,37 @@ TEST_F(observe, target_exit_is_traced)
 	free(t);
 }
 
+/*
+ * A scheduler that renews a lease every 20 ms re-arms housekeeping at every
+ * call: that must not postpone the periodic sweep, which is what drops the
+ * pin of a target that exited (PREEMPT and RESUME do not sweep).
+ */
+TEST_F(observe, sweep_runs_while_leases_are_renewed)
+{
+	struct kfdp_queue_ref r = kfdp_ref(self->handle, KFDP_SIM_HWS, self->qids[0]);
+	struct kfdp_child c;
+	char h[32];
+	char *t;
+	int handle, i;
+
+	ASSERT_EQ(0, kfdp_child_start(&c, KFDP_SIM_HWS, 1));
+	handle = kfdp_attach_sim(self->owner, c.fd);
+	ASSERT_LT(0, handle);
+	close(c.fd);
+	kfdp_child_stop(&c, 1);
+	for (i = 0; i < 30; i++) {
+		ASSERT_EQ(0, kfdp_batch(self->owner, KFDP_IOC_PREEMPT, &r, 1, 0, 1000, NULL));
+		kfdp_sleep_ms(20);
+	}
+	t = read_file(TRACEFS "/trace");
+	ASSERT_NE(NULL, t);
+	snprintf(h, sizeof(h), "handle=%d", handle);
+	EXPECT_EQ(1, count_lines(t, "kfdp_target_exit:", self->owner_tag, h, (char *)NULL))
+		TH_LOG("no sweep in 600 ms of lease renewals");
+	free(t);
+	ASSERT_EQ(0, kfdp_batch(self->owner, KFDP_IOC_RESUME, &r, 1, 0, 0, NULL));
+}
+
 /* The module-wide counters and the hardware-phase histogram move by one batch. */
 TEST_F(observe, stats_count_a_batch)
 {
