@@ -16,6 +16,7 @@
 //! * [`device`]: the misc device (open rights, ioctl dispatch);
 //! * [`info`], [`batch`], [`query`]: decoding and checking each ioctl;
 //! * [`owner`]: per-file state: attachments, marks, leases, freezes;
+//! * [`batch_engine`]: the phases of a PREEMPT or RESUME batch;
 //! * [`registry`]: what all owners hold, and the statistics;
 //! * [`trace`]: the `kfd_preempt:*` trace events (defined in `glue/`);
 //! * [`stats`]: debugfs `stats` and `attachments`, for operators;
@@ -45,6 +46,7 @@ mod amdkfd;
 mod backend;
 mod backends;
 mod batch;
+mod batch_engine;
 mod device;
 mod housekeeping;
 mod info;

@@ -30,13 +30,9 @@ use kernel::{
 
 use crate::{
     backend::{
-        Applied,
         Backend,
         FreezeOp,
-        Item,
-        Op,
-        Outcome,
-        MAX_GPUS, //
+        Op, //
     },
     registry::{
         QueueKey,
@@ -164,7 +160,7 @@ fn neg(e: Error) -> i32 {
 }
 
 /// amdkfd's KFD_MAX_NUM_OF_QUEUES_PER_PROCESS (asserted in the glue).
-const MAX_QUEUE_ID: u32 = 1024;
+pub(crate) const MAX_QUEUE_ID: u32 = 1024;
 
 /// Attachment `handle`, if this owner has it. A free function, not a method
 /// of [`State`], so that callers can borrow other fields of the state.
@@ -195,62 +191,8 @@ fn retain_marks(
 }
 
 /// The registry key of attachment `handle`'s process (0 if unknown).
-fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
+pub(crate) fn target_key<T>(attachments: &[Attachment<T>], handle: u32) -> u64 {
     attachment(attachments, handle).map_or(0, |a| a.key)
-}
-
-/// Batches up to this size find their duplicates in a buffer on the stack.
-const SMALL_BATCH: usize = 32;
-
-/// Sets the status of every entry that repeats an earlier one (same
-/// handle, gpu_id and queue_id) to `KFDP_R_ALREADY`, and of the others to
-/// 0, in O(n log n): the entries' indices are sorted by key, in a buffer on
-/// the stack for small batches. ENOMEM (and nothing set) if a large
-/// batch's buffer cannot be allocated.
-fn mark_duplicates(entries: &mut [uapi::kfdp_queue_ref]) -> Result {
-    let n = entries.len();
-    if n <= 1 {
-        // Nothing to repeat; the single-entry PREEMPT is the common call.
-        for e in entries.iter_mut() {
-            e.status = 0;
-        }
-        return Ok(());
-    }
-    let mut small = [0u32; SMALL_BATCH];
-    let mut large = KVVec::new();
-    let order: &mut [u32] = if n <= SMALL_BATCH {
-        &mut small[..n]
-    } else {
-        large.resize(n, 0u32, GFP_KERNEL)?;
-        &mut large
-    };
-    for (i, o) in order.iter_mut().enumerate() {
-        *o = i as u32;
-    }
-    let key = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
-    order.sort_unstable_by_key(|&i| (key(&entries[i as usize]), i));
-    let mut prev = None;
-    for &i in order.iter() {
-        let e = &mut entries[i as usize];
-        let dup = prev == Some(key(e));
-        prev = Some(key(e));
-        e.status = if dup { uapi::KFDP_R_ALREADY as i32 } else { 0 };
-    }
-    Ok(())
-}
-
-/// How many nodes the items of a batch are on (at most [`MAX_GPUS`] are
-/// told apart; a process has no more).
-fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
-    let mut seen = [0u32; MAX_GPUS];
-    let mut n = 0;
-    for it in items {
-        if n < MAX_GPUS && !seen[..n].contains(&it.gpu_id) {
-            seen[n] = it.gpu_id;
-            n += 1;
-        }
-    }
-    n as u32
 }
 
 impl<B: Backend> Owner<B> {
@@ -443,236 +385,6 @@ impl<B: Backend> Owner<B> {
         }
         // Resumed, or found resumed already: no longer held.
         entries.iter().filter(|e| e.status >= 0).count()
-    }
-
-    /// The engine of PREEMPT and RESUME, after the entries were copied in.
-    ///
-    /// Validates each entry, drops duplicates, refuses queues held by other
-    /// owners, hands the rest to the backend in one call, and records which
-    /// marks this owner holds afterwards.
-    pub(crate) fn run_batch(
-        &self,
-        state: &mut State<B::Target>,
-        op: Op,
-        flags: u32,
-        lease_ms: u32,
-        entries: &mut [uapi::kfdp_queue_ref],
-    ) -> Applied {
-        let validate_only = flags & uapi::KFDP_BATCH_VALIDATE_ONLY != 0;
-        let all_or_nothing = flags & uapi::KFDP_BATCH_ALL_OR_NOTHING != 0;
-
-        // Pass 1: entry-level validation and duplicates, in the engine.
-        if mark_duplicates(entries).is_err() {
-            for e in entries.iter_mut() {
-                e.status = neg(ENOMEM);
-            }
-            return Applied::default();
-        }
-        // One allocation, for the entries that reach the backend.
-        let wanted = entries.iter().filter(|e| e.status == 0).count();
-        let Ok(mut items) = KVVec::<Item<'_, B::Target>>::with_capacity(wanted, GFP_KERNEL) else {
-            for e in entries.iter_mut() {
-                e.status = neg(ENOMEM);
-            }
-            return Applied::default();
-        };
-        let reg = REGISTRY.lock();
-        for (i, e) in entries.iter_mut().enumerate() {
-            if e.status != 0 {
-                continue;
-            }
-            let Some(att) = attachment(&state.attachments, e.handle) else {
-                e.status = neg(EINVAL);
-                continue;
-            };
-            let Some(target) = att.target.as_ref() else {
-                e.status = neg(ESRCH);
-                continue;
-            };
-            if e.gpu_id == 0 || e.queue_id >= MAX_QUEUE_ID {
-                e.status = neg(EINVAL);
-                continue;
-            }
-            let key = QueueKey {
-                target: att.key,
-                gpu_id: e.gpu_id,
-                queue_id: e.queue_id,
-            };
-            let owner = reg.mark_owner(&key);
-            if owner.is_some_and(|o| o != self.id) {
-                e.status = neg(EBUSY);
-                continue;
-            }
-            let item = Item {
-                target,
-                gpu_id: e.gpu_id,
-                queue_id: e.queue_id,
-                owned: owner == Some(self.id),
-                status: Outcome::Done,
-                marked: false,
-                entry: i as u32,
-            };
-            // Capacity for every entry still at 0 was reserved above.
-            if items.push(item, GFP_KERNEL).is_err() {
-                e.status = neg(ENOMEM);
-            }
-        }
-        drop(reg);
-        let nodes = distinct_nodes(&items);
-
-        // Pass 2: the backend checks what only it can see.
-        if all_or_nothing && !validate_only {
-            let _ = self.backend.apply(op, true, &mut items);
-            let failed =
-                entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status.failed());
-            if failed {
-                for it in items.iter() {
-                    entries[it.entry as usize].status = it.status.status();
-                }
-                for e in entries.iter_mut() {
-                    if e.status >= 0 {
-                        e.status = neg(ECANCELED);
-                    }
-                }
-                self.trace_batch(op, flags, entries, nodes, Applied::default());
-                return Applied::default();
-            }
-        }
-        let applied = self.backend.apply(op, validate_only, &mut items);
-
-        // Pass 3: statuses back, and what this owner now holds.
-        let mut reg = REGISTRY.lock();
-        let since = Instant::<Monotonic>::now();
-        let lease_ns = i64::from(lease_ms) * 1_000_000;
-        for it in items.iter() {
-            let e = &mut entries[it.entry as usize];
-            e.status = it.status.status();
-            if validate_only {
-                continue;
-            }
-            if it.status == Outcome::External {
-                state.stats.external_resumes += 1;
-                reg.stats.external_resumes += 1;
-            }
-            let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
-            let mkey = (handle, gpu_id, queue_id);
-            let key = QueueKey {
-                target: target_key(&state.attachments, handle),
-                gpu_id,
-                queue_id,
-            };
-            // `it.owned` says whether this owner held the mark before the
-            // batch: the registry's marks of this owner and the owner's own
-            // agree (both are written and removed together, under this
-            // owner's lock; a sweep forgets only this owner's), so only a
-            // held mark's lease needs a lookup.
-            match (it.marked, it.owned) {
-                (true, true) => {
-                    // A refused or failed PREEMPT of a held mark (EAGAIN,
-                    // EIO) changes nothing, its lease included.
-                    if op == Op::Preempt && !it.status.failed() {
-                        if let Some(m) = state.marks.get_mut(&mkey) {
-                            m.since = since;
-                            m.lease_ns = lease_ns;
-                        }
-                    }
-                }
-                (true, false) => {
-                    let m = Mark {
-                        handle,
-                        gpu_id,
-                        queue_id,
-                        since,
-                        lease_ns,
-                    };
-                    // The mark is on the hardware: if it cannot be recorded,
-                    // undo it rather than leave it without an owner.
-                    let claimed = match state.marks.insert(mkey, m) {
-                        Ok(_) => reg.claim(key, self.id),
-                        Err(_) => Err(ENOMEM),
-                    };
-                    if claimed == Err(EBUSY) {
-                        // Another owner marked that queue id after this
-                        // batch looked: the queue this batch marked was
-                        // destroyed and its id reused, amdkfd hands out
-                        // the lowest free id. The mark went with the old
-                        // queue; the new one is the other owner's, and
-                        // resuming it here would undo their preemption.
-                        state.marks.remove(&mkey);
-                        e.status = neg(EBUSY);
-                    } else if claimed.is_err() {
-                        state.marks.remove(&mkey);
-                        e.status = neg(ENOMEM);
-                        let mut one = [Item {
-                            target: it.target,
-                            gpu_id,
-                            queue_id,
-                            owned: true,
-                            status: Outcome::Done,
-                            marked: true,
-                            entry: it.entry,
-                        }];
-                        drop(reg);
-                        let _ = self.backend.apply(Op::Resume, false, &mut one);
-                        reg = REGISTRY.lock();
-                    }
-                }
-                (false, true) => {
-                    state.marks.remove(&mkey);
-                    reg.unclaim(&key, self.id);
-                }
-                (false, false) => {}
-            }
-        }
-        let ok = entries.iter().filter(|e| e.status == 0).count() as u64;
-        if !validate_only {
-            let s = &mut reg.stats;
-            match op {
-                Op::Preempt => {
-                    s.preempt_batches += 1;
-                    s.queues_preempted += ok;
-                    state.stats.queues_preempted += ok;
-                }
-                Op::Resume => {
-                    s.resume_batches += 1;
-                    s.queues_resumed += ok;
-                    state.stats.queues_resumed += ok;
-                }
-            }
-            s.runlist_updates += u64::from(applied.runlist_updates);
-            s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
-            if applied.runlist_updates > 0 {
-                s.record_hw_phase(op, applied.elapsed_ns);
-            }
-            state.stats.batches += 1;
-            state.stats.runlist_updates += u64::from(applied.runlist_updates);
-        }
-        self.trace_batch(op, flags, entries, nodes, applied);
-        applied
-    }
-
-    /// The `kfdp_batch` and `kfdp_queue` events of one batch.
-    fn trace_batch(
-        &self,
-        op: Op,
-        flags: u32,
-        entries: &[uapi::kfdp_queue_ref],
-        nodes: u32,
-        applied: Applied,
-    ) {
-        trace::batch(&trace::BatchEvent {
-            owner: self.id,
-            op,
-            flags,
-            entries: entries.len() as u32,
-            ok: entries.iter().filter(|e| e.status == 0).count() as u32,
-            nodes,
-            runlist_updates: applied.runlist_updates,
-            elapsed_ns: applied.elapsed_ns,
-        });
-        for e in entries {
-            trace::queue(self.id, op, e);
-        }
     }
 
     /// KFDP_IOC_FREEZE and KFDP_IOC_THAW. Validation errors fail the call;

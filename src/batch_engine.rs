@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine of PREEMPT and RESUME, once the entries were copied in: one
+//! method per phase of [`Owner::run_batch`].
+//!
+//! 1. [`Owner::resolve`]: duplicates, entry checks, and whose mark each
+//!    queue carries (the registry, taken once);
+//! 2. [`Owner::would_fail`]: with ALL_OR_NOTHING, a dry run in the backend;
+//! 3. the backend's one call, one runlist update per node;
+//! 4. [`Owner::record`]: what this owner holds afterwards (the registry,
+//!    taken once more: never across the backend's call);
+//! 5. [`Owner::count`] and the trace events.
+
+use kernel::{
+    prelude::*,
+    time::{
+        Instant,
+        Monotonic, //
+    },
+};
+
+use crate::{
+    backend::{
+        Applied,
+        Backend,
+        Item,
+        Op,
+        Outcome,
+        MAX_GPUS, //
+    },
+    owner::{
+        attachment,
+        target_key,
+        Attachment,
+        Mark,
+        MarkKey,
+        Owner,
+        OwnerStats,
+        State,
+        MAX_QUEUE_ID, //
+    },
+    registry::{
+        QueueKey,
+        REGISTRY, //
+    },
+    sorted_map::SortedMap,
+    trace, uapi,
+};
+
+/// Per-entry errno for an entry the engine refuses before the backend.
+fn neg(e: Error) -> i32 {
+    e.to_errno()
+}
+
+/// Sets every entry's status to `e`.
+fn fail_all(entries: &mut [uapi::kfdp_queue_ref], e: Error) {
+    for x in entries.iter_mut() {
+        x.status = neg(e);
+    }
+}
+
+/// Batches up to this size find their duplicates in a buffer on the stack.
+const SMALL_BATCH: usize = 32;
+
+/// Sets the status of every entry that repeats an earlier one (same
+/// handle, gpu_id and queue_id) to `KFDP_R_ALREADY`, and of the others to
+/// 0, in O(n log n): the entries' indices are sorted by key, in a buffer on
+/// the stack for small batches. ENOMEM (and nothing set) if a large
+/// batch's buffer cannot be allocated.
+fn mark_duplicates(entries: &mut [uapi::kfdp_queue_ref]) -> Result {
+    let n = entries.len();
+    if n <= 1 {
+        // Nothing to repeat; the single-entry PREEMPT is the common call.
+        for e in entries.iter_mut() {
+            e.status = 0;
+        }
+        return Ok(());
+    }
+    let mut small = [0u32; SMALL_BATCH];
+    let mut large = KVVec::new();
+    let order: &mut [u32] = if n <= SMALL_BATCH {
+        &mut small[..n]
+    } else {
+        large.resize(n, 0u32, GFP_KERNEL)?;
+        &mut large
+    };
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i as u32;
+    }
+    let key = |e: &uapi::kfdp_queue_ref| (e.handle, e.gpu_id, e.queue_id);
+    order.sort_unstable_by_key(|&i| (key(&entries[i as usize]), i));
+    let mut prev = None;
+    for &i in order.iter() {
+        let e = &mut entries[i as usize];
+        let dup = prev == Some(key(e));
+        prev = Some(key(e));
+        e.status = if dup { uapi::KFDP_R_ALREADY as i32 } else { 0 };
+    }
+    Ok(())
+}
+
+/// How many nodes the items of a batch are on (at most [`MAX_GPUS`] are
+/// told apart; a process has no more).
+fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
+    let mut seen = [0u32; MAX_GPUS];
+    let mut n = 0;
+    for it in items {
+        if n < MAX_GPUS && !seen[..n].contains(&it.gpu_id) {
+            seen[n] = it.gpu_id;
+            n += 1;
+        }
+    }
+    n as u32
+}
+
+impl<B: Backend> Owner<B> {
+    /// The engine of PREEMPT and RESUME, after the entries were copied in.
+    ///
+    /// Validates each entry, drops duplicates, refuses queues held by other
+    /// owners, hands the rest to the backend in one call, and records which
+    /// marks this owner holds afterwards.
+    pub(crate) fn run_batch(
+        &self,
+        state: &mut State<B::Target>,
+        op: Op,
+        flags: u32,
+        lease_ms: u32,
+        entries: &mut [uapi::kfdp_queue_ref],
+    ) -> Applied {
+        let validate_only = flags & uapi::KFDP_BATCH_VALIDATE_ONLY != 0;
+        let all_or_nothing = flags & uapi::KFDP_BATCH_ALL_OR_NOTHING != 0;
+        // Disjoint borrows: the items borrow the attachments' targets
+        // while the marks and counters change.
+        let State {
+            attachments,
+            marks,
+            stats,
+            ..
+        } = state;
+
+        let Some(mut items) = self.resolve(attachments, entries) else {
+            return Applied::default();
+        };
+        let nodes = distinct_nodes(&items);
+        if all_or_nothing && !validate_only && self.would_fail(op, &mut items, entries) {
+            self.trace_batch(op, flags, entries, nodes, Applied::default());
+            return Applied::default();
+        }
+        let applied = self.backend.apply(op, validate_only, &mut items);
+        if validate_only {
+            for it in items.iter() {
+                entries[it.entry as usize].status = it.status.status();
+            }
+        } else {
+            self.record(op, lease_ms, attachments, marks, stats, &items, entries);
+            self.count(op, stats, entries, applied);
+        }
+        self.trace_batch(op, flags, entries, nodes, applied);
+        applied
+    }
+
+    /// Phase 1: sets every entry's status (duplicates ALREADY, refused
+    /// entries their errno, the others 0) and returns the items of the
+    /// entries still at 0, for the backend; `None` (every entry ENOMEM) if
+    /// they cannot be allocated.
+    fn resolve<'a>(
+        &self,
+        attachments: &'a [Attachment<B::Target>],
+        entries: &mut [uapi::kfdp_queue_ref],
+    ) -> Option<KVVec<Item<'a, B::Target>>> {
+        if mark_duplicates(entries).is_err() {
+            fail_all(entries, ENOMEM);
+            return None;
+        }
+        // One allocation, for the entries that reach the backend.
+        let wanted = entries.iter().filter(|e| e.status == 0).count();
+        let Ok(mut items) = KVVec::with_capacity(wanted, GFP_KERNEL) else {
+            fail_all(entries, ENOMEM);
+            return None;
+        };
+        let reg = REGISTRY.lock();
+        for (i, e) in entries.iter_mut().enumerate() {
+            if e.status != 0 {
+                continue;
+            }
+            let Some(att) = attachment(attachments, e.handle) else {
+                e.status = neg(EINVAL);
+                continue;
+            };
+            let Some(target) = att.target.as_ref() else {
+                e.status = neg(ESRCH);
+                continue;
+            };
+            if e.gpu_id == 0 || e.queue_id >= MAX_QUEUE_ID {
+                e.status = neg(EINVAL);
+                continue;
+            }
+            let key = QueueKey {
+                target: att.key,
+                gpu_id: e.gpu_id,
+                queue_id: e.queue_id,
+            };
+            let owner = reg.mark_owner(&key);
+            if owner.is_some_and(|o| o != self.id) {
+                e.status = neg(EBUSY);
+                continue;
+            }
+            let item = Item {
+                target,
+                gpu_id: e.gpu_id,
+                queue_id: e.queue_id,
+                owned: owner == Some(self.id),
+                status: Outcome::Done,
+                marked: false,
+                entry: i as u32,
+            };
+            // Capacity for every entry still at 0 was reserved above.
+            if items.push(item, GFP_KERNEL).is_err() {
+                e.status = neg(ENOMEM);
+            }
+        }
+        Some(items)
+    }
+
+    /// Phase 2, ALL_OR_NOTHING: whether any entry is refused, by the engine
+    /// or by the backend's dry run. If so every entry gets its own error or
+    /// ECANCELED, and nothing changes.
+    fn would_fail(
+        &self,
+        op: Op,
+        items: &mut [Item<'_, B::Target>],
+        entries: &mut [uapi::kfdp_queue_ref],
+    ) -> bool {
+        let _ = self.backend.apply(op, true, items);
+        let failed =
+            entries.iter().any(|e| e.status < 0) || items.iter().any(|it| it.status.failed());
+        if failed {
+            for it in items.iter() {
+                entries[it.entry as usize].status = it.status.status();
+            }
+            for e in entries.iter_mut() {
+                if e.status >= 0 {
+                    e.status = neg(ECANCELED);
+                }
+            }
+        }
+        failed
+    }
+
+    /// Phase 4: the items' outcomes into their entries, and the marks this
+    /// owner holds afterwards, in its own map and in the registry.
+    #[expect(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        op: Op,
+        lease_ms: u32,
+        attachments: &[Attachment<B::Target>],
+        marks: &mut SortedMap<MarkKey, Mark>,
+        stats: &mut OwnerStats,
+        items: &[Item<'_, B::Target>],
+        entries: &mut [uapi::kfdp_queue_ref],
+    ) {
+        let mut reg = REGISTRY.lock();
+        let since = Instant::<Monotonic>::now();
+        let lease_ns = i64::from(lease_ms) * 1_000_000;
+        for it in items.iter() {
+            let e = &mut entries[it.entry as usize];
+            e.status = it.status.status();
+            if it.status == Outcome::External {
+                stats.external_resumes += 1;
+                reg.stats.external_resumes += 1;
+            }
+            let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
+            let mkey = (handle, gpu_id, queue_id);
+            let key = QueueKey {
+                target: target_key(attachments, handle),
+                gpu_id,
+                queue_id,
+            };
+            // `it.owned` says whether this owner held the mark before the
+            // batch: the registry's marks of this owner and the owner's own
+            // agree (both are written and removed together, under this
+            // owner's lock; a sweep forgets only this owner's), so only a
+            // held mark's lease needs a lookup.
+            match (it.marked, it.owned) {
+                (true, true) => {
+                    // A refused or failed PREEMPT of a held mark (EAGAIN,
+                    // EIO) changes nothing, its lease included.
+                    if op == Op::Preempt && !it.status.failed() {
+                        if let Some(m) = marks.get_mut(&mkey) {
+                            m.since = since;
+                            m.lease_ns = lease_ns;
+                        }
+                    }
+                }
+                (true, false) => {
+                    let m = Mark {
+                        handle,
+                        gpu_id,
+                        queue_id,
+                        since,
+                        lease_ns,
+                    };
+                    // The mark is on the hardware: if it cannot be recorded,
+                    // undo it rather than leave it without an owner.
+                    let claimed = match marks.insert(mkey, m) {
+                        Ok(_) => reg.claim(key, self.id),
+                        Err(_) => Err(ENOMEM),
+                    };
+                    if claimed == Err(EBUSY) {
+                        // Another owner marked that queue id after this
+                        // batch looked: the queue this batch marked was
+                        // destroyed and its id reused, amdkfd hands out
+                        // the lowest free id. The mark went with the old
+                        // queue; the new one is the other owner's, and
+                        // resuming it here would undo their preemption.
+                        marks.remove(&mkey);
+                        e.status = neg(EBUSY);
+                    } else if claimed.is_err() {
+                        marks.remove(&mkey);
+                        e.status = neg(ENOMEM);
+                        let mut one = [Item {
+                            target: it.target,
+                            gpu_id,
+                            queue_id,
+                            owned: true,
+                            status: Outcome::Done,
+                            marked: true,
+                            entry: it.entry,
+                        }];
+                        drop(reg);
+                        let _ = self.backend.apply(Op::Resume, false, &mut one);
+                        reg = REGISTRY.lock();
+                    }
+                }
+                (false, true) => {
+                    marks.remove(&mkey);
+                    reg.unclaim(&key, self.id);
+                }
+                (false, false) => {}
+            }
+        }
+    }
+
+    /// Phase 5: the owner's and the module's counters.
+    fn count(
+        &self,
+        op: Op,
+        stats: &mut OwnerStats,
+        entries: &[uapi::kfdp_queue_ref],
+        applied: Applied,
+    ) {
+        let ok = entries.iter().filter(|e| e.status == 0).count() as u64;
+        let mut reg = REGISTRY.lock();
+        let s = &mut reg.stats;
+        match op {
+            Op::Preempt => {
+                s.preempt_batches += 1;
+                s.queues_preempted += ok;
+                stats.queues_preempted += ok;
+            }
+            Op::Resume => {
+                s.resume_batches += 1;
+                s.queues_resumed += ok;
+                stats.queues_resumed += ok;
+            }
+        }
+        s.runlist_updates += u64::from(applied.runlist_updates);
+        s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
+        if applied.runlist_updates > 0 {
+            s.record_hw_phase(op, applied.elapsed_ns);
+        }
+        stats.batches += 1;
+        stats.runlist_updates += u64::from(applied.runlist_updates);
+    }
+
+    /// The `kfdp_batch` and `kfdp_queue` events of one batch.
+    fn trace_batch(
+        &self,
+        op: Op,
+        flags: u32,
+        entries: &[uapi::kfdp_queue_ref],
+        nodes: u32,
+        applied: Applied,
+    ) {
+        trace::batch(&trace::BatchEvent {
+            owner: self.id,
+            op,
+            flags,
+            entries: entries.len() as u32,
+            ok: entries.iter().filter(|e| e.status == 0).count() as u32,
+            nodes,
+            runlist_updates: applied.runlist_updates,
+            elapsed_ns: applied.elapsed_ns,
+        });
+        for e in entries {
+            trace::queue(self.id, op, e);
+        }
+    }
+}
