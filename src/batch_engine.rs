@@ -7,9 +7,10 @@
 //!    queue carries (the registry, taken once);
 //! 2. [`Owner::would_fail`]: with ALL_OR_NOTHING, a dry run in the backend;
 //! 3. the backend's one call, one runlist update per node;
-//! 4. [`Owner::record`]: what this owner holds afterwards (the registry,
-//!    taken once more: never across the backend's call);
-//! 5. [`Owner::count`] and the trace events.
+//! 4. [`Owner::record`]: what this owner holds afterwards, and the
+//!    counters (the registry, taken once more: never across the backend's
+//!    call);
+//! 5. the trace events.
 
 use kernel::{
     prelude::*,
@@ -113,6 +114,36 @@ fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
     n as u32
 }
 
+/// The owner's and the module's counters of one batch.
+fn count(
+    op: Op,
+    s: &mut crate::registry::Stats,
+    stats: &mut OwnerStats,
+    entries: &[uapi::kfdp_queue_ref],
+    applied: Applied,
+) {
+    let ok = entries.iter().filter(|e| e.status == 0).count() as u64;
+    match op {
+        Op::Preempt => {
+            s.preempt_batches += 1;
+            s.queues_preempted += ok;
+            stats.queues_preempted += ok;
+        }
+        Op::Resume => {
+            s.resume_batches += 1;
+            s.queues_resumed += ok;
+            stats.queues_resumed += ok;
+        }
+    }
+    s.runlist_updates += u64::from(applied.runlist_updates);
+    s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
+    if applied.runlist_updates > 0 {
+        s.record_hw_phase(op, applied.elapsed_ns);
+    }
+    stats.batches += 1;
+    stats.runlist_updates += u64::from(applied.runlist_updates);
+}
+
 impl<B: Backend> Owner<B> {
     /// The engine of PREEMPT and RESUME, after the entries were copied in.
     ///
@@ -152,8 +183,16 @@ impl<B: Backend> Owner<B> {
                 entries[it.entry as usize].status = it.status.status();
             }
         } else {
-            self.record(op, lease_ms, attachments, marks, stats, &items, entries);
-            self.count(op, stats, entries, applied);
+            self.record(
+                op,
+                lease_ms,
+                applied,
+                attachments,
+                marks,
+                stats,
+                &items,
+                entries,
+            );
         }
         self.trace_batch(op, flags, entries, nodes, applied);
         applied
@@ -247,13 +286,15 @@ impl<B: Backend> Owner<B> {
         failed
     }
 
-    /// Phase 4: the items' outcomes into their entries, and the marks this
-    /// owner holds afterwards, in its own map and in the registry.
+    /// Phase 4: the items' outcomes into their entries, the marks this
+    /// owner holds afterwards, in its own map and in the registry, and the
+    /// counters.
     #[expect(clippy::too_many_arguments)]
     fn record(
         &self,
         op: Op,
         lease_ms: u32,
+        applied: Applied,
         attachments: &[Attachment<B::Target>],
         marks: &mut SortedMap<MarkKey, Mark>,
         stats: &mut OwnerStats,
@@ -340,38 +381,7 @@ impl<B: Backend> Owner<B> {
                 (false, false) => {}
             }
         }
-    }
-
-    /// Phase 5: the owner's and the module's counters.
-    fn count(
-        &self,
-        op: Op,
-        stats: &mut OwnerStats,
-        entries: &[uapi::kfdp_queue_ref],
-        applied: Applied,
-    ) {
-        let ok = entries.iter().filter(|e| e.status == 0).count() as u64;
-        let mut reg = REGISTRY.lock();
-        let s = &mut reg.stats;
-        match op {
-            Op::Preempt => {
-                s.preempt_batches += 1;
-                s.queues_preempted += ok;
-                stats.queues_preempted += ok;
-            }
-            Op::Resume => {
-                s.resume_batches += 1;
-                s.queues_resumed += ok;
-                stats.queues_resumed += ok;
-            }
-        }
-        s.runlist_updates += u64::from(applied.runlist_updates);
-        s.max_elapsed_ns = s.max_elapsed_ns.max(applied.elapsed_ns);
-        if applied.runlist_updates > 0 {
-            s.record_hw_phase(op, applied.elapsed_ns);
-        }
-        stats.batches += 1;
-        stats.runlist_updates += u64::from(applied.runlist_updates);
+        count(op, &mut reg.stats, stats, entries, applied);
     }
 
     /// The `kfdp_batch` and `kfdp_queue` events of one batch.
