@@ -6,7 +6,7 @@
 #                        scripts/build-kernel.sh) or KDIR=<built kernel tree>
 #   make check           provision everything and run every test suite
 #   make demo            provision everything and run the demo in the VM
-#   make bench           run kfd-preempt bench on simulated nodes in the VM,
+#   make bench           run kfdp-scenario bench on simulated nodes in the VM,
 #                        on the bench kernel and the debug kernel
 #                        (results in out/bench/)
 #   make profile         function_graph profile of PREEMPT and friends on the

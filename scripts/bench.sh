@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make bench`: build everything, boot the VM with simulated nodes and run
-# `kfd-preempt bench` there, twice:
+# `kfdp-scenario bench` there (a developer command: kfdp-scenario is not
+# packaged), twice:
 #
 #  * on the bench kernel (scripts/build-kernel.sh --bench: no KASAN, no
 #    lockdep), the whole matrix, against a module built for that kernel
@@ -32,7 +33,7 @@ run() {
 	shift 4
 	tests/vm/run sim_nodes=2 sim_mes_nodes=2 --kernel "$kernel" --module "$ko" \
 		--no-kunit --no-kselftest --quiet --timeout 2400 \
-		--copy out/userspace/bin/kfd-preempt --out "$out/vm-$name" -- \
+		--copy out/userspace/bin/kfdp-scenario --out "$out/vm-$name" -- \
 		"$KFDP_ROOT/tests/vm/bench.sh" --label "$label" "$@"
 	local log=$out/vm-$name/results.log
 	extract() {

@@ -12,7 +12,7 @@ make -s -C "$KFDP_ROOT/tests/hw" OUTPUT="$KFDP_ROOT/out/hw" \
 install -m 0755 "$KFDP_ROOT/tests/hw/run-kit.sh" "$KFDP_ROOT/out/hw/bin/kfdp-hw-run"
 mkdir -p "$KFDP_ROOT/out/kselftest"
 install -m 0755 "$KFDP_ROOT/tests/hw/dry_run_test.sh" "$KFDP_ROOT/out/kselftest/hw_kit_dry_run"
-# The debugger ABI numbers the CLI's bench uses, against the test kernel's
+# The debugger ABI numbers kfdp-scenario's bench uses, against the test kernel's
 # own kfd_ioctl.h (its uapi headers need __user defined away).
 gcc -fsyntax-only -D__user= -D__EXPORTED_HEADERS__ \
 	-I"$(kfdp_kernel_src_dir)/include/uapi" \

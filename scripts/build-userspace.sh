@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Build the userspace crates (release) and what the test VM runs of them:
 #   out/userspace/bin/   kfd-preempt (the CLI), kfd-preemptd (the daemon),
-#                        kfdp-scenario (the scenario's tenants), the crate's VM
+#                        kfdp-scenario (the developer tool: the scenario's
+#                        tenants, bench, chart, sim-tenant), the crate's VM
 #                        integration tests, put on PATH in the VM
 #   out/kselftest/       KTAP programs the VM runs with the kselftests:
 #                        the C example linked statically and dynamically,
@@ -17,7 +18,9 @@ mkdir -p "$bin" "$ksft"
 
 (cd "$us" && cargo build --release --workspace --quiet)
 install -m 0755 "$us/target/release/kfd-preempt" "$bin/kfd-preempt"
-# The daemon, and the scenario's workload and report tool (a developer tool).
+# The daemon, and the developer tool (not packaged): the scenario's
+# workloads and report, the bench and its chart, and the simulated tenant
+# that the bench, cli_test, crate_vm_test and the demo start.
 install -m 0755 "$us/target/release/kfd-preemptd" "$bin/kfd-preemptd"
 install -m 0755 "$us/target/release/kfdp-scenario" "$bin/kfdp-scenario"
 vm_tests=$(cd "$us" && cargo test --release -p kfd-preempt --test vm --no-run 2>&1 |

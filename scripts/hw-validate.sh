@@ -109,12 +109,12 @@ say "building kfd_preempt for $kver"
 make -C "$root" KDIR="$kdir" LLVM=1 AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
 	>"$report/build.log" 2>&1 ||
 	{ tail -n 30 "$report/build.log"; refuse "module build failed ($report/build.log)"; }
-say "building hw_test and kfd-preempt (the kit's workloads were built above)"
+say "building hw_test, kfd-preempt and kfdp-scenario (the kit's workloads were built above)"
 {
 	make -C "$root/tests/kselftest/kfd_preempt" OUTPUT="$root/out/hw/bin" \
 		KSFT_LIB="$kernel_src/tools/testing/selftests/lib.mk" KFDP_UAPI="$root/uapi" \
 		KHDR_INCLUDES= "$root/out/hw/bin/hw_test"
-	(cd "$root/userspace" && cargo build --release --quiet -p kfd-preempt-cli)
+	(cd "$root/userspace" && cargo build --release --quiet -p kfd-preempt-cli -p kfdp-scenario)
 } >>"$report/build.log" 2>&1 || { tail -n 30 "$report/build.log"; refuse "kit build failed"; }
 python3 "$root/tests/hw/check_code_objects.py" "$root/out/hw/kernels" >"$report/code_objects.ktap" ||
 	refuse "the kit's code objects are wrong ($report/code_objects.ktap)"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The numbers userspace/kfd-preempt-cli/src/debugger.rs uses for amdkfd's
+ * The numbers userspace/kfdp-scenario/src/debugger.rs uses for amdkfd's
  * debugger ioctl, checked against Linux's own uapi header at build time
  * (scripts/build-hw-kit.sh compiles this with -fsyntax-only).
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kfdp-hw-tenant: a tenant process for `kfd-preempt bench --hardware`. It
+ * kfdp-hw-tenant: a tenant process for `kfdp-scenario bench --hardware`. It
  * creates --queues N queues running the spinning workload (on the GPU, or
  * with KFDP_HW_DRIVER=sim on the simulated node), prints
  * "ready pid=PID queues=N [rings=0xADDR,...]" and runs until its stdin

@@ -13,8 +13,10 @@
 #               of the GPU: every check the model can express, a short
 #               measurement
 #
-# Finds hw_test, kfd-preempt, kfdp-hw-tenant and kfdp-hw-probe on PATH (or
-# KFDP_HW_TEST, KFDP_CLI, KFDP_HW_TENANT, KFDP_HW_PROBE) and the code objects in KFDP_HW_KERNELS.
+# Finds hw_test, kfd-preempt, kfdp-scenario (whose bench is the measurement),
+# kfdp-hw-tenant and kfdp-hw-probe on PATH (or KFDP_HW_TEST, KFDP_CLI,
+# KFDP_SCENARIO, KFDP_HW_TENANT, KFDP_HW_PROBE) and the code objects in
+# KFDP_HW_KERNELS.
 # POSIX sh: it also runs in the test VM's busybox.
 
 dry=0 report=""
@@ -30,6 +32,7 @@ done
 mkdir -p "$report" || exit 2
 hw_test=${KFDP_HW_TEST:-hw_test}
 cli=${KFDP_CLI:-kfd-preempt}
+scenario=${KFDP_SCENARIO:-kfdp-scenario}
 tenant=${KFDP_HW_TENANT:-kfdp-hw-tenant}
 
 n=0 fails=0
@@ -131,7 +134,7 @@ saved_interval=$(cat "$interval" 2>/dev/null)
 [ -n "$saved_interval" ] && echo 0 >"$interval" &&
 	echo "bench: min_preempt_interval_us 0 (was $saved_interval, restored after)" \
 		>>"$report/environment.txt"
-if "$cli" bench --hardware --workload "$tenant" --label "$(label)" \
+if "$scenario" bench --hardware --workload "$tenant" --label "$(label)" \
 	--queues $queues --processes $processes --reps $reps --budget-ms $budget \
 	--json "$report/bench.json" --svg "$report/bench.svg" >"$report/bench.txt" 2>&1 &&
 	grep -q '"rows"' "$report/bench.json" && grep -q '<svg' "$report/bench.svg"; then

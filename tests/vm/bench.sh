@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# In the test VM: run `kfd-preempt bench` on simulated node 0 (HWS) and
+# In the test VM: run `kfdp-scenario bench` on simulated node 0 (HWS) and
 # print its JSON and SVG between markers for scripts/bench.sh to extract.
-kfd-preempt bench --json /tmp/bench.json --svg /tmp/bench.svg "$@" || exit 1
+kfdp-scenario bench --json /tmp/bench.json --svg /tmp/bench.svg "$@" || exit 1
 echo "=== kfdp-bench json begin ==="
 cat /tmp/bench.json
 echo

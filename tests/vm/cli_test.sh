@@ -1,11 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# The kfd-preempt CLI against a simulated tenant, as an operator uses it:
+# The kfd-preempt CLI against a simulated tenant (kfdp-scenario sim-tenant,
+# the developer tool's), as an operator uses it:
 # list shows the queues, preempt/resume visibly stop and restart their
 # progress, stats shows who holds them, a lease ends by itself, freeze/thaw,
 # and errors exit non-zero
 # with a message. KTAP.
 cli=kfd-preempt
+tenant_tool=kfdp-scenario
 n=0 fails=0
 ok() { n=$((n + 1)); echo "ok $n $1"; }
 nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
@@ -16,12 +18,13 @@ retired() { $cli list "$1" | awk 'NR > 1 { s += $NF } END { print s + 0 }'; }
 state() { $cli list "$1" | awk -v q="$2" 'NR > 1 && $2 == q { print $4 }'; }
 
 echo "TAP version 13"
-if [ ! -e /dev/kfd_preempt_sim ] || ! command -v $cli >/dev/null; then
-	echo "1..0 # SKIP needs the simulated node (sim_nodes=N) and kfd-preempt on PATH"
+if [ ! -e /dev/kfd_preempt_sim ] || ! command -v $cli >/dev/null ||
+	! command -v $tenant_tool >/dev/null; then
+	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), and kfd-preempt and kfdp-scenario on PATH"
 	exit 4
 fi
 echo "1..11"
-$cli sim-tenant --queues 3 --node 0 >/tmp/cli_tenant.out &
+$tenant_tool sim-tenant --queues 3 --node 0 >/tmp/cli_tenant.out &
 tenant=$!
 sleep 1
 grep -q "^ready pid=$tenant" /tmp/cli_tenant.out

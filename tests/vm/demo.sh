@@ -4,7 +4,8 @@
 # loaded, kfd_preempt beside it with two simulated nodes (0: HWS, 1: MES),
 # the CLI asks the module what it offers, and a daemon preempts and resumes
 # a simulated tenant, first as a small C daemon (tests/vm/sim_demo.c), then with
-# the kfd-preempt CLI.
+# the kfd-preempt CLI (the tenant is the developer tool's, kfdp-scenario
+# sim-tenant).
 set -e
 echo "== modules loaded =="
 grep -E '^(amdgpu|kfd_preempt) ' /proc/modules | cut -d' ' -f1,2,3
@@ -17,7 +18,7 @@ sim_demo
 echo "== simulated node counters =="
 cat /sys/kernel/debug/kfd_preempt/sim/status
 echo "== the same from the shell: kfd-preempt list / preempt / resume =="
-kfd-preempt sim-tenant --queues 3 --node 0 >/tmp/tenant.out &
+kfdp-scenario sim-tenant --queues 3 --node 0 >/tmp/tenant.out &
 tenant=$!
 sleep 1
 echo "\$ kfd-preempt list $tenant"

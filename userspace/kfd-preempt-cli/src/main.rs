@@ -1,21 +1,19 @@
-//! `kfd-preempt`: preempt and resume amdkfd queues from the shell, and
-//! benchmark what batching buys on the module's simulated nodes.
+//! `kfd-preempt`: preempt and resume amdkfd queues from the shell, and see
+//! what the module and kfd-preemptd are doing. The operator commands only:
+//! the developer commands (`bench`, `chart`, `sim-tenant`) are in the
+//! unpackaged `kfdp-scenario`.
 //!
 //! A preemption lives as long as the `kfd-preempt` process that made it:
 //! the module undoes everything an owner did when its device file closes,
 //! so `preempt`, `freeze` and `watch` hold until the lease ends, a signal
 //! arrives, or `kfd-preempt resume`/`thaw` asks them to release.
 
-mod bench;
-mod chart;
 mod daemon;
-mod debugger;
 mod hold;
 mod list;
 mod registry;
 mod signals;
 mod stats;
-mod tenant;
 
 use std::process::ExitCode;
 
@@ -114,19 +112,6 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = 500)]
         interval: u64,
     },
-    /// Benchmark batch vs single-entry PREEMPT vs FREEZE on simulated nodes.
-    Bench(bench::BenchArgs),
-    /// Draw the chart of a `bench --json` file as SVG.
-    Chart {
-        /// The bench's JSON.
-        input: std::path::PathBuf,
-        /// Where to write the SVG.
-        #[arg(short, long)]
-        output: std::path::PathBuf,
-    },
-    /// Be a simulated tenant: create queues on a simulated node and keep
-    /// them until stdin closes or a signal arrives (for demos and tests).
-    SimTenant(tenant::TenantArgs),
     /// The module's statistics (debugfs kfd_preempt/stats): counters,
     /// hardware-phase histograms, and each open file's counters.
     Stats(stats::StatsArgs),
@@ -200,9 +185,6 @@ fn run(cli: Cli) -> CliResult {
         Command::Resume { pid } => registry::release(pid, registry::Hold::Preempt),
         Command::Freeze { pid, gpu, for_ms } => hold::freeze(pid, gpu, for_ms),
         Command::Thaw { pid } => registry::release(pid, registry::Hold::Freeze),
-        Command::Bench(args) => bench::run(&args),
-        Command::Chart { input, output } => chart::from_file(&input, &output),
-        Command::SimTenant(args) => tenant::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Daemon(args) => daemon::run(&args),
     }
@@ -235,6 +217,19 @@ mod tests {
         assert_eq!(parse_u32("0x5100"), Ok(0x5100));
         assert_eq!(parse_u32("20736"), Ok(0x5100));
         assert!(parse_u32("0xzz").is_err());
+    }
+
+    #[test]
+    fn developer_commands_are_not_in_the_packaged_cli() {
+        // bench, chart and sim-tenant are `kfdp-scenario`'s (unpackaged).
+        for c in ["bench", "chart", "sim-tenant"] {
+            assert!(Cli::try_parse_from(["kfd-preempt", c]).is_err(), "{c}");
+        }
+        let help = Cli::command().render_help().to_string();
+        assert!(
+            !help.contains("bench") && !help.contains("sim-tenant"),
+            "{help}"
+        );
     }
 
     #[test]

@@ -55,14 +55,15 @@ fn info_reports_the_simulated_nodes() {
     assert_eq!((info.sizeof_queue_ref, info.sizeof_queue_info), (16, 96));
 }
 
-/// A `kfd-preempt sim-tenant` child (the CLI is on PATH in the VM).
+/// A `kfdp-scenario sim-tenant` child (the developer tool is on PATH in the
+/// VM).
 fn child_tenant(queues: u32) -> Child {
-    let mut c = Command::new("kfd-preempt")
+    let mut c = Command::new("kfdp-scenario")
         .args(["sim-tenant", "--stdin", "--queues", &queues.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("kfd-preempt on PATH");
+        .expect("kfdp-scenario on PATH");
     let mut line = String::new();
     BufReader::new(c.stdout.take().unwrap())
         .read_line(&mut line)

@@ -1,5 +1,6 @@
 //! kfdp-scenario: the workloads and the report of the "LC next to BE on one
-//! node" experiment, on the module's simulated nodes.
+//! node" experiment on the module's simulated nodes, and the other
+//! developer measurements.
 //!
 //! * `lc`: a latency-critical tenant, open-loop Poisson requests of chained
 //!   dispatches on a priority-9 ring; writes the latency of each.
@@ -10,6 +11,14 @@
 //! * `detect`: how fast and at what CPU cost a scheduler learns that a
 //!   queue got work: ARM (the module's timer and an eventfd) vs polling
 //!   SAMPLE vs spinning on it, against a tenant in another process.
+//! * `bench`: one PREEMPT batch vs K single-entry PREEMPTs vs P FREEZEs
+//!   (and, with `--hardware`, the KFD debugger's SUSPEND_QUEUES) on a
+//!   simulated node or real queues; `chart` redraws its SVG from its JSON;
+//!   `sim-tenant` is a process holding queues on a simulated node (the
+//!   bench's tenants, and the VM tests' and the demo's).
+//!
+//! A developer tool, not packaged: the operator's commands are
+//! `kfd-preempt`'s.
 //!
 //! Latencies are end_ns of a request's last packet (stamped by the node with
 //! CLOCK_MONOTONIC) minus the request's arrival time (when it was due, so a
@@ -17,8 +26,11 @@
 //! modelled costs, not a GPU's.
 
 mod be;
+mod bench;
+mod chart;
 mod clock;
 mod cpu;
+mod debugger;
 mod detect;
 mod detect_table;
 mod lc;
@@ -27,8 +39,10 @@ mod probe;
 mod report;
 mod results;
 mod rng;
+mod signals;
 mod stats;
 mod svg;
+mod tenant;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -41,7 +55,7 @@ pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 #[derive(Parser)]
 #[command(
     name = "kfdp-scenario",
-    about = "LC and BE workloads on the kfd_preempt simulated node, and their report",
+    about = "kfd_preempt developer tool (not packaged): scenario workloads and report, detection latency, the bench",
     version
 )]
 struct Cli {
@@ -129,6 +143,21 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Benchmark batch vs single-entry PREEMPT vs FREEZE on simulated nodes
+    /// (or, with --hardware, on real queues).
+    Bench(bench::BenchArgs),
+    /// Draw the chart of a `bench --json` file as SVG.
+    Chart {
+        /// The bench's JSON.
+        input: PathBuf,
+        /// Where to write the SVG.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Be a simulated tenant: create queues on a simulated node and keep
+    /// them until stdin closes or a signal arrives (for the bench, demos and
+    /// tests).
+    SimTenant(tenant::TenantArgs),
     /// The tenant process `detect` starts (internal).
     #[command(hide = true)]
     DetectTenant {
@@ -271,6 +300,18 @@ fn run(cli: Cli) -> Result<bool> {
             }
             Ok(r.complete())
         }
+        Command::Bench(args) => {
+            bench::run(&args)?;
+            Ok(true)
+        }
+        Command::Chart { input, output } => {
+            chart::from_file(&input, &output)?;
+            Ok(true)
+        }
+        Command::SimTenant(args) => {
+            tenant::run(&args)?;
+            Ok(true)
+        }
         Command::DetectTenant { node, work_ns } => {
             probe::run_tenant(node, work_ns)?;
             Ok(true)
@@ -297,6 +338,63 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_bench_starts_its_tenants_as_sim_tenant() {
+        let args = std::iter::once("kfdp-scenario".to_string()).chain(bench::sim_tenant_args(1, 5));
+        match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::SimTenant(t)) => {
+                assert_eq!((t.node, t.queues, t.priority, t.stdin), (1, 5, 7, true));
+            }
+            _ => panic!("the bench's tenant command line does not parse"),
+        }
+    }
+
+    #[test]
+    fn bench_and_chart_take_their_options() {
+        let cli = Cli::try_parse_from([
+            "kfdp-scenario",
+            "bench",
+            "--queues",
+            "1,64",
+            "--processes",
+            "1",
+            "--cost",
+            "zero",
+            "--json",
+            "b.json",
+            "--svg",
+            "b.svg",
+            "--label",
+            "x",
+        ]);
+        assert!(matches!(cli.map(|c| c.command), Ok(Command::Bench(_))));
+        let cli = Cli::try_parse_from([
+            "kfdp-scenario",
+            "bench",
+            "--hardware",
+            "--workload",
+            "kfdp-hw-tenant",
+            "--reps",
+            "1000",
+            "--budget-ms",
+            "120000",
+        ]);
+        assert!(matches!(cli.map(|c| c.command), Ok(Command::Bench(_))));
+        assert!(Cli::try_parse_from(["kfdp-scenario", "bench", "--cost", "free"]).is_err());
+        match Cli::try_parse_from(["kfdp-scenario", "chart", "in.json", "-o", "out.svg"])
+            .map(|c| c.command)
+        {
+            Ok(Command::Chart { input, output }) => {
+                assert_eq!((input, output), ("in.json".into(), "out.svg".into()));
+            }
+            _ => panic!("chart did not parse"),
+        }
+        let help = Cli::command().render_help().to_string();
+        assert!(["bench", "chart", "sim-tenant"]
+            .iter()
+            .all(|c| help.contains(c)));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `kfd-preempt bench`: what one PREEMPT batch buys over K single-entry
+//! `kfdp-scenario bench`: what one PREEMPT batch buys over K single-entry
 //! PREEMPTs and over P FREEZEs, on a simulated node, with the cost model at
 //! zero (the software overhead alone) and at a labelled, modelled MI300-like
 //! cost. A benchmark: it prints numbers, it does not judge them.
@@ -20,7 +20,7 @@ use clap::{Args, ValueEnum};
 use kfd_preempt::{sim::SimNode, BatchOptions, Caps, Device, QueueRef, Target};
 use serde::{Deserialize, Serialize};
 
-use crate::{chart, debugger::Debugger, CliResult, Done};
+use crate::{chart, debugger::Debugger};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum CostName {
@@ -201,8 +201,8 @@ pub(crate) fn spread(k: u32, procs: u32) -> Vec<u32> {
         .collect()
 }
 
-/// A `kfd-preempt sim-tenant` or `--workload` child; it exits when its
-/// stdin closes.
+/// A `kfdp-scenario sim-tenant` (this very program) or `--workload` child;
+/// it exits when its stdin closes.
 struct Tenant {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -210,6 +210,19 @@ struct Tenant {
     /// The workload's queues by ring address, when the tenant says (a GPU
     /// process may have queues of its runtime's own too).
     rings: Option<Vec<u64>>,
+}
+
+/// The arguments that make this program a simulated tenant of `queues`
+/// queues on `node`, ending with its stdin.
+pub(crate) fn sim_tenant_args(node: u32, queues: u32) -> [String; 6] {
+    [
+        "sim-tenant".into(),
+        "--stdin".into(),
+        "--node".into(),
+        node.to_string(),
+        "--queues".into(),
+        queues.to_string(),
+    ]
 }
 
 /// The `rings=0xA,0xB` of a tenant's "ready" line, if any.
@@ -234,14 +247,7 @@ impl Tenant {
             None => {
                 let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
                 let mut c = Command::new(exe);
-                c.args([
-                    "sim-tenant",
-                    "--stdin",
-                    "--node",
-                    &node.to_string(),
-                    "--queues",
-                    &queues.to_string(),
-                ]);
+                c.args(sim_tenant_args(node, queues));
                 c
             }
         };
@@ -693,7 +699,7 @@ pub(crate) fn software_cost(results: &Results, cost: &CostModel) -> String {
     )
 }
 
-pub(crate) fn run(args: &BenchArgs) -> CliResult {
+pub(crate) fn run(args: &BenchArgs) -> crate::Result<()> {
     let dev = Device::open()?;
     let info = dev.info()?;
     if !args.hardware && !info.caps.has(Caps::SIM) {
@@ -776,9 +782,9 @@ pub(crate) fn run(args: &BenchArgs) -> CliResult {
         std::fs::write(path, serde_json::to_string_pretty(&results)? + "\n")?;
     }
     if let Some(path) = &args.svg {
-        std::fs::write(path, chart::svg(&results))?;
+        std::fs::write(path, chart::svg(&results)?)?;
     }
-    Ok(Done::Ok)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,33 +1,34 @@
-//! `kfd-preempt sim-tenant`: a process with queues on a simulated node.
+//! `kfdp-scenario sim-tenant`: a process with queues on a simulated node,
+//! for the bench, the VM's tests and the demo.
 
 use std::io::{Read, Write};
 
 use clap::Args;
 use kfd_preempt::{sim::SimTenant, QueueType};
 
-use crate::{signals::Release, CliResult, Done};
+use crate::signals::Release;
 
 #[derive(Args, Debug)]
 pub(crate) struct TenantArgs {
     /// Simulated node index (not a gpu_id).
     #[arg(long, default_value_t = 0)]
-    node: u32,
+    pub(crate) node: u32,
     /// How many queues to create.
     #[arg(long, default_value_t = 4)]
-    queues: u32,
+    pub(crate) queues: u32,
     /// Their priority (0..15).
     #[arg(long, default_value_t = 7)]
-    priority: u32,
+    pub(crate) priority: u32,
     /// Also end when stdin reaches end of file (so that a parent holding
     /// the pipe takes the tenant down with it).
     #[arg(long)]
-    stdin: bool,
+    pub(crate) stdin: bool,
 }
 
 /// Creates the queues, prints `ready pid=PID queues=ID,ID,...`, and keeps
 /// them until SIGINT, SIGTERM, SIGHUP or SIGUSR1 (or, with `--stdin`, the
 /// end of stdin).
-pub(crate) fn run(args: &TenantArgs) -> CliResult {
+pub(crate) fn run(args: &TenantArgs) -> crate::Result<()> {
     let tenant = SimTenant::open()?;
     let mut ids = Vec::new();
     for _ in 0..args.queues {
@@ -58,5 +59,5 @@ pub(crate) fn run(args: &TenantArgs) -> CliResult {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
-    Ok(Done::Ok)
+    Ok(())
 }
