@@ -37,4 +37,6 @@ wait "$holder"
 sleep 1
 echo "\$ kfd-preempt list $tenant    # running again"
 kfd-preempt list "$tenant"
+# Waited for, so that its files are closed before the module is unloaded.
 kill "$tenant"
+wait "$tenant"
