@@ -90,20 +90,26 @@ static inline __u32 kfdp_queue_state(int tenant, __u32 queue_id)
 	return kfdp_queue_status(tenant, queue_id, &s) ? 0 : s.state;
 }
 
-/* Writes a string to a debugfs file; returns 0 or an errno. */
-static inline int kfdp_dbg_write(const char *file, const char *text)
+/* Writes a string to a file (debugfs, tracefs); returns 0 or an errno. */
+static inline int kfdp_write_file(const char *path, const char *text)
 {
-	char path[128];
-	int fd, r = 0;
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), r = 0;
 
-	snprintf(path, sizeof(path), KFDP_SIM_DBG "/%s", file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
 	if (write(fd, text, strlen(text)) < 0)
 		r = errno;
 	close(fd);
 	return r;
+}
+
+/* Writes a string to a file of the sim's debugfs; returns 0 or an errno. */
+static inline int kfdp_dbg_write(const char *file, const char *text)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), KFDP_SIM_DBG "/%s", file);
+	return kfdp_write_file(path, text);
 }
 
 /* Sends a command to the sim's control file, e.g. "evict 123 0". */

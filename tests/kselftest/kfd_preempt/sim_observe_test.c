@@ -27,18 +27,6 @@ static const char *tracefs_absent(void)
 	return NULL;
 }
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return errno;
-	if (write(fd, text, strlen(text)) < 0)
-		r = errno;
-	close(fd);
-	return r;
-}
-
 /* The whole of a (small) text file, NUL-terminated; free() it. */
 static char *read_file(const char *path)
 {
@@ -156,8 +144,8 @@ FIXTURE_SETUP(observe)
 	if (why)
 		SKIP(return, "%s", why);
 	/* Events on, and an empty buffer: only this test's events count. */
-	ASSERT_EQ(0, write_file(TRACEFS "/events/kfd_preempt/enable", "1"));
-	ASSERT_EQ(0, write_file(TRACEFS "/trace", ""));
+	ASSERT_EQ(0, kfdp_write_file(TRACEFS "/events/kfd_preempt/enable", "1"));
+	ASSERT_EQ(0, kfdp_write_file(TRACEFS "/trace", ""));
 	self->handle = kfdp_owner_and_tenant(&self->owner, &self->tenant);
 	ASSERT_LT(0, self->handle);
 	for (i = 0; i < NQ; i++) {
@@ -175,7 +163,7 @@ FIXTURE_TEARDOWN(observe)
 		close(self->owner);
 	if (self->tenant >= 0)
 		close(self->tenant);
-	write_file(TRACEFS "/events/kfd_preempt/enable", "0");
+	kfdp_write_file(TRACEFS "/events/kfd_preempt/enable", "0");
 	KFDP_EXPECT_SIM_CLEAN();
 }
 

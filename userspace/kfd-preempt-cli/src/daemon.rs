@@ -19,7 +19,9 @@ use std::{
 use clap::Args;
 use serde_json::{Map, Value};
 
-use crate::{signals::Release, CliResult, Done};
+use kfd_preempt::signals::Release;
+
+use crate::{CliResult, Done};
 
 /// Where kfd-preemptd writes its statistics unless configured otherwise.
 pub(crate) const DEFAULT_STATS: &str = "/run/kfd-preemptd/stats.json";

@@ -6,12 +6,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kfd_preempt::{BatchOptions, BatchReport, Device, Error, QueueInfo, QueueRef, Target};
+use kfd_preempt::{
+    signals::Release, BatchOptions, BatchReport, Device, Error, QueueInfo, QueueRef, Target,
+};
 
 use crate::{
     list::{rows, table},
     registry::{self, Hold},
-    signals::Release,
     CliResult, Done, Selection,
 };
 

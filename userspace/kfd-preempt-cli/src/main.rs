@@ -12,7 +12,6 @@ mod daemon;
 mod hold;
 mod list;
 mod registry;
-mod signals;
 mod stats;
 
 use std::process::ExitCode;

@@ -44,6 +44,8 @@ mod error;
 mod ioctl;
 mod locate;
 mod queue;
+#[cfg(feature = "signals")]
+pub mod signals;
 pub mod sim;
 mod target;
 pub mod uapi;

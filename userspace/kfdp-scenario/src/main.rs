@@ -39,7 +39,6 @@ mod probe;
 mod report;
 mod results;
 mod rng;
-mod signals;
 mod stats;
 mod svg;
 mod tenant;

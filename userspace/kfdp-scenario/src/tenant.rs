@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use clap::Args;
 use kfd_preempt::{sim::SimTenant, QueueType};
 
-use crate::signals::Release;
+use kfd_preempt::signals::Release;
 
 #[derive(Args, Debug)]
 pub(crate) struct TenantArgs {

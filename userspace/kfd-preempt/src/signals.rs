@@ -1,6 +1,7 @@
-//! The signals that end a `sim-tenant` (without `--stdin`): SIGINT
-//! (Ctrl-C), SIGTERM, SIGHUP and SIGUSR1, the ones that end a hold of
-//! `kfd-preempt` too.
+//! The signals that end a hold, or a simulated tenant: SIGINT (Ctrl-C),
+//! SIGTERM, SIGHUP, and SIGUSR1 (what `kfd-preempt resume`/`thaw` sends).
+//! Behind the `signals` feature: the CLI and the developer tool take
+//! them, the C ABI's library does not.
 
 use std::{
     io,
@@ -13,10 +14,11 @@ use std::{
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 /// Set once any of the signals arrived.
-pub(crate) struct Release(Arc<AtomicBool>);
+pub struct Release(Arc<AtomicBool>);
 
 impl Release {
-    pub(crate) fn install() -> io::Result<Self> {
+    /// Installs the handlers; the flag starts clear.
+    pub fn install() -> io::Result<Self> {
         let flag = Arc::new(AtomicBool::new(false));
         for sig in [SIGINT, SIGTERM, SIGHUP, SIGUSR1] {
             signal_hook::flag::register(sig, Arc::clone(&flag))?;
@@ -24,7 +26,8 @@ impl Release {
         Ok(Release(flag))
     }
 
-    pub(crate) fn requested(&self) -> bool {
+    /// Whether any of the signals arrived.
+    pub fn requested(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }
