@@ -44,16 +44,16 @@ use kernel::{
 
 use crate::{
     backend::Backend,
-    batch::{
+    engine::owner::{
+        attachment,
+        Owner,
+        State, //
+    },
+    ioctl::batch::{
         element,
         read_refs,
         write_refs,
         REF_SIZE, //
-    },
-    owner::{
-        attachment,
-        Owner,
-        State, //
     },
     uapi::{
         self,

@@ -9,6 +9,10 @@
 
 use kernel::prelude::*;
 
+pub(crate) mod amdkfd;
+pub(crate) mod mux;
+pub(crate) mod sim;
+
 use crate::{
     uapi::{
         self,

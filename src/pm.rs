@@ -25,7 +25,7 @@ use kernel::{
     },
 };
 
-use crate::registry::REGISTRY;
+use crate::engine::registry::REGISTRY;
 
 /// Set from `PM_HIBERNATION_PREPARE` until the system is back.
 static HIBERNATING: Atomic<bool> = Atomic::new(false);
@@ -113,7 +113,7 @@ extern "C" fn kfdp_pm_hibernation_done() {
 #[kunit_tests(kfdp_pm)]
 mod tests {
     use super::*;
-    use crate::registry::QueueKey;
+    use crate::engine::registry::QueueKey;
     use kernel::types::ScopeGuard;
 
     #[test]

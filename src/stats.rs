@@ -19,10 +19,10 @@ use kernel::{
 };
 
 use crate::{
+    backend::mux::Backends,
     backend::Backend,
-    backends::Backends,
-    owner::Owner,
-    registry::{
+    engine::owner::Owner,
+    engine::registry::{
         HIST_BUCKETS,
         REGISTRY, //
     },

@@ -11,7 +11,7 @@
 #include "kfdp_sim.h"
 #include "kselftest_harness.h"
 
-#define WORK_PER_TICK 16 /* the model's units per tick (src/sim/model.rs) */
+#define WORK_PER_TICK 16 /* the model's units per tick (src/backend/sim/model.rs) */
 
 FIXTURE(sim) {
 	int owner, tenant, handle, node;

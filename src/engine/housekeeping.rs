@@ -40,7 +40,7 @@ use kernel::{
 use crate::{
     activity::now_ns,
     backend::Backend,
-    owner::{
+    engine::owner::{
         Owner,
         State, //
     },

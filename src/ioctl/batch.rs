@@ -19,7 +19,7 @@ use crate::{
         Backend,
         Op, //
     },
-    owner::{
+    engine::owner::{
         Owner,
         MAX_LEASE_MS, //
     },

@@ -14,19 +14,19 @@ use kernel::{
 
 use crate::{
     backend::Backend,
-    batch::element,
-    owner::{
+    engine::owner::{
         attachment,
         Mark,
         MarkKey,
         Owner, //
     },
-    registry::{
+    engine::registry::{
         QueueKey,
         Registry,
         REGISTRY, //
     },
-    sorted_map::SortedMap,
+    engine::sorted_map::SortedMap,
+    ioctl::batch::element,
     uapi::{
         kfdp_query,
         kfdp_queue_info,

@@ -287,8 +287,8 @@ impl Backend for Mock {
 mod tests {
     use super::*;
     use crate::{
-        owner::Owner,
-        registry::{
+        engine::owner::Owner,
+        engine::registry::{
             QueueKey,
             REGISTRY, //
         },
@@ -574,7 +574,7 @@ mod tests {
     /// stuck one does not delay it.
     #[test]
     fn failing_lease_resumes_back_off() -> Result {
-        use crate::owner::SWEEP_MS;
+        use crate::engine::owner::SWEEP_MS;
         let m = world(&[(241, 2)])?;
         let o = Owner::new(m.clone(), false)?;
         let h = attach(&o, 241)?;
@@ -698,7 +698,7 @@ mod tests {
     #[test]
     fn mixed_batch_without_memory_changes_nothing() -> Result {
         use crate::{
-            backends::Mux,
+            backend::mux::Mux,
             uapi::KFDP_TARGET_SIM_FD, //
         };
         let (kfd, sim) = (world(&[(231, 2)])?, world(&[(232, 2)])?);

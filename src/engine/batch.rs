@@ -29,7 +29,7 @@ use crate::{
         Outcome,
         MAX_GPUS, //
     },
-    owner::{
+    engine::owner::{
         attachment,
         target_key,
         Attachment,
@@ -40,11 +40,11 @@ use crate::{
         State,
         MAX_QUEUE_ID, //
     },
-    registry::{
+    engine::registry::{
         QueueKey,
         REGISTRY, //
     },
-    sorted_map::SortedMap,
+    engine::sorted_map::SortedMap,
     trace, uapi,
 };
 
@@ -117,7 +117,7 @@ fn distinct_nodes<T>(items: &[Item<'_, T>]) -> u32 {
 /// The owner's and the module's counters of one batch.
 fn count(
     op: Op,
-    s: &mut crate::registry::Stats,
+    s: &mut crate::engine::registry::Stats,
     stats: &mut OwnerStats,
     entries: &[uapi::kfdp_queue_ref],
     applied: Applied,

@@ -34,11 +34,11 @@ use crate::{
         FreezeOp,
         Op, //
     },
-    registry::{
+    engine::registry::{
         QueueKey,
         REGISTRY, //
     },
-    sorted_map::SortedMap,
+    engine::sorted_map::SortedMap,
     trace, uapi,
 };
 
@@ -132,7 +132,7 @@ pub(crate) struct Owner<B: Backend> {
     pub(crate) pid_attach: bool,
     #[pin]
     pub(crate) state: Mutex<State<B::Target>>,
-    /// Ends leases and drops pins of exited targets (`crate::housekeeping`).
+    /// Ends leases and drops pins of exited targets (`crate::engine::housekeeping`).
     #[pin]
     pub(crate) housekeeping: Work<Owner<B>>,
     /// When housekeeping is due.
@@ -141,7 +141,7 @@ pub(crate) struct Owner<B: Backend> {
     /// The started timer, if any. Taken after `state` (lock order), and
     /// started only while the state says the owner is open.
     #[pin]
-    pub(crate) armed_timer: Mutex<Option<crate::housekeeping::Armed<B>>>,
+    pub(crate) armed_timer: Mutex<Option<crate::engine::housekeeping::Armed<B>>>,
 }
 
 impl_has_work! {
@@ -623,7 +623,7 @@ impl<B: Backend> Owner<B> {
     pub(crate) fn rearm(self: &Arc<Self>) {
         let state = self.state.lock();
         if let Some(ms) = Self::next_wakeup(&state) {
-            crate::housekeeping::arm(self, &state, ms);
+            crate::engine::housekeeping::arm(self, &state, ms);
         }
     }
 

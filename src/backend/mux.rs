@@ -7,7 +7,8 @@
 use kernel::prelude::*;
 
 use crate::{
-    amdkfd::AmdKfd,
+    backend::amdkfd::AmdKfd,
+    backend::sim::backend::SimNodes,
     backend::{
         Applied,
         Backend,
@@ -18,7 +19,6 @@ use crate::{
         Outcome,
         TargetInfo, //
     },
-    sim::backend::SimNodes,
     uapi, //
 };
 

@@ -28,19 +28,19 @@ use kernel::{
 
 use crate::{
     activity,
-    amdkfd::AmdKfd,
+    backend::amdkfd::AmdKfd,
+    backend::mux::Backends,
+    backend::sim::backend::SimNodes,
     backend::{
         Backend,
         FreezeOp,
         Op, //
     },
-    backends::Backends,
-    batch,
+    engine::owner::Owner,
     glue,
-    info,
-    owner::Owner,
-    query,
-    sim::backend::SimNodes,
+    ioctl::batch,
+    ioctl::info,
+    ioctl::query,
     uapi, //
 };
 
@@ -54,7 +54,7 @@ impl MiscDevice for Owner<Backends> {
         if !unsafe { glue::kfdp_file_may_preempt(file.as_ptr()) } {
             return Err(EPERM);
         }
-        let sim = crate::sim::SIM_SLOT.lock().clone().map(SimNodes);
+        let sim = crate::backend::sim::SIM_SLOT.lock().clone().map(SimNodes);
         let backends = Backends::new(AmdKfd, sim);
         let owner = Owner::new(backends, crate::module_parameters::pid_attach.value())?;
         // Listed for debugfs (crate::stats) while the file is open.

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine: what an open file (an owner) holds and does, whatever the
+//! backend. It knows the [`crate::backend::Backend`] trait, not amdkfd.
+//!
+//! * [`owner`]: an open file's attachments, marks, leases and freezes;
+//! * [`batch`]: the phases of a PREEMPT or RESUME batch;
+//! * [`registry`]: what all owners hold, and the module's statistics;
+//! * [`sorted_map`]: the keyed map both keep their state in;
+//! * [`housekeeping`]: when leases end and exited targets are swept;
+//! * `mock`: the engine's KUnit suite over a model backend.
+
+pub(crate) mod batch;
+pub(crate) mod housekeeping;
+#[cfg(kfdp_kunit)]
+pub(crate) mod mock;
+pub(crate) mod owner;
+pub(crate) mod registry;
+pub(crate) mod sorted_map;

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ioctl interface of `/dev/kfd_preempt`: copying each call's argument
+//! in once, checking what concerns the whole call, and handing a decoded
+//! request to the engine (`Documentation/uapi.rst`).
+//!
+//! * [`device`]: the misc device (open rights, dispatch);
+//! * [`info`]: the INFO ioctl;
+//! * [`batch`]: PREEMPT and RESUME decoding (and the entry arrays WATCH
+//!   shares);
+//! * [`query`]: the QUERY ioctl.
+//!
+//! WATCH, UNWATCH, SAMPLE and ARM live with activity detection
+//! ([`crate::activity`]).
+
+pub(crate) mod batch;
+pub(crate) mod device;
+pub(crate) mod info;
+pub(crate) mod query;
