@@ -454,7 +454,7 @@ mod tests {
         assert_eq!(&statuses(&e)[..], &[0, ENOENT.to_errno()]);
         assert_eq!(a.runlist_updates, 0);
         assert_eq!(m.active(141), 2);
-        assert!(o.state.lock().marks.is_empty());
+        assert!(o.state.lock().marks.len() == 0);
         o.close();
         Ok(())
     }
@@ -613,7 +613,7 @@ mod tests {
         m.world.lock().procs[0].alive = false;
         o.housekeep();
         assert!(o.state.lock().attachments[0].target.is_none());
-        assert!(o.state.lock().marks.is_empty());
+        assert!(o.state.lock().marks.len() == 0);
         run(&o, Op::Resume, 0, 0, &mut e);
         assert_eq!(e[0].status, ESRCH.to_errno());
         o.close();
@@ -723,7 +723,7 @@ mod tests {
         run(&o, Op::Preempt, 0, 0, &mut e);
         assert!(e.iter().all(|x| x.status == ENOMEM.to_errno()));
         assert_eq!((kfd.active(231), sim.active(232)), (2, 2));
-        assert!(o.state.lock().marks.is_empty());
+        assert!(o.state.lock().marks.len() == 0);
         // With memory, the same batch takes both sides in one update each.
         o.backend.fail_sim_part(false);
         let a = run(&o, Op::Preempt, 0, 0, &mut e);

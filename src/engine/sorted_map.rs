@@ -40,9 +40,6 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
         self.entries.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
         let i = self.find(key).ok()?;
