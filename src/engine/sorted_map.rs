@@ -40,7 +40,6 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
         self.entries.len()
     }
 
-
     pub(crate) fn get(&self, key: &K) -> Option<&V> {
         let i = self.find(key).ok()?;
         self.entries.get(i).map(|(_, v)| v)
