@@ -6,7 +6,7 @@
 //! one `owner N tgid P key value ...` line per open file; unknown keys are
 //! kept, so a newer module's counters show up here too.
 
-use std::path::PathBuf;
+use std::{io::Write as _, path::PathBuf};
 
 use clap::Args;
 use serde_json::{json, Map, Value};
@@ -137,12 +137,24 @@ pub(crate) fn run(args: &StatsArgs) -> CliResult {
         )
     })?;
     let stats = parse(&text).map_err(|e| format!("{}: {e}", args.file.display()))?;
-    if args.json {
-        println!("{:#}", stats.to_json());
+    let out = if args.json {
+        format!("{:#}\n", stats.to_json())
     } else {
-        print!("{}", stats.to_text());
+        stats.to_text()
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A reader that stopped early (`| head`, `| grep -q`) had what it
+        // wanted: not an error, and no panic as print! would.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Done::Ok),
+        r => {
+            r?;
+            Ok(Done::Ok)
+        }
     }
-    Ok(Done::Ok)
 }
 
 #[cfg(test)]
