@@ -31,9 +31,12 @@ pub(crate) enum Op {
 }
 
 /// What became of one entry of a batch: `kfdp_queue_ref::status`, typed.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// The engine, the simulated node and the mock write these; the C glue
+/// writes the ABI's values, converted once by [`Outcome::from_status`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) enum Outcome {
-    /// Done as asked (0).
+    /// Done as asked (0); what an entry starts as.
+    #[default]
     Done,
     /// Already in that state, or a duplicate (`KFDP_R_ALREADY`).
     Already,

@@ -216,7 +216,7 @@ impl Backend for SimNodes {
         }
         let cost = self.0.state.lock().apply(&self.0, op, dry_run, reqs);
         for (it, r) in items.iter_mut().zip(reqs.iter()) {
-            it.status = Outcome::from_status(r.status);
+            it.status = r.status;
             it.marked = r.marked;
         }
         Applied {

@@ -34,7 +34,10 @@ use super::{
 };
 use crate::{
     activity::now_ns,
-    backend::Op,
+    backend::{
+        Op,
+        Outcome, //
+    },
     uapi, //
 };
 
@@ -212,7 +215,7 @@ pub(crate) struct Req {
     pub(crate) node: Option<u32>,
     pub(crate) queue_id: u32,
     pub(crate) owned: bool,
-    pub(crate) status: i32,
+    pub(crate) status: Outcome,
     pub(crate) marked: bool,
     /// The queue's place on the hardware must change: its (process,
     /// queue) indices, which stay valid for the whole batch.
@@ -226,7 +229,7 @@ impl Req {
             node,
             queue_id,
             owned,
-            status: 0,
+            status: Outcome::Done,
             marked: false,
             moves: None,
         }
@@ -261,10 +264,6 @@ fn delay(ns: u64) {
     if ns > 0 {
         fsleep(Delta::from_nanos(ns as i64));
     }
-}
-
-fn neg(e: Error) -> i32 {
-    e.to_errno()
 }
 
 impl State {
@@ -534,12 +533,12 @@ impl State {
                 _ => self.find(r.process),
             };
             let Some(pi) = found else {
-                r.status = neg(ESRCH);
+                r.status = Outcome::Failed(ESRCH);
                 continue;
             };
             last = Some((r.process, pi));
             let Some(node) = r.node else {
-                r.status = neg(EINVAL);
+                r.status = Outcome::Failed(EINVAL);
                 continue;
             };
             let p = &mut self.processes[pi];
@@ -548,7 +547,7 @@ impl State {
                 .iter()
                 .position(|q| q.id == r.queue_id && q.node == node)
             else {
-                r.status = neg(ENOENT);
+                r.status = Outcome::Failed(ENOENT);
                 continue;
             };
             let moves = match op {
@@ -572,14 +571,14 @@ impl State {
                     };
                     cost.runlist_updates += 1;
                     if self.mes_call(sim, pi, qi).is_err() {
-                        r.status = neg(EIO);
+                        r.status = Outcome::Failed(EIO);
                     }
                 }
             } else {
                 cost.runlist_updates += 1;
                 if self.hws_cycle(sim, node).is_err() {
                     for r in reqs.iter_mut().filter(moving) {
-                        r.status = neg(EIO);
+                        r.status = Outcome::Failed(EIO);
                     }
                 }
             }
@@ -593,23 +592,23 @@ impl State {
     fn mark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) -> bool {
         let q = &p.queues[qi];
         if !q.is_compute() {
-            r.status = neg(EOPNOTSUPP);
+            r.status = Outcome::Failed(EOPNOTSUPP);
             return false;
         }
         if q.suspended {
             r.status = if r.owned {
-                uapi::KFDP_R_ALREADY as i32
+                Outcome::Already
             } else {
-                neg(EBUSY)
+                Outcome::Failed(EBUSY)
             };
             r.marked = r.owned;
             return false;
         }
         if q.reset {
-            r.status = neg(EIO);
+            r.status = Outcome::Failed(EIO);
             return false;
         }
-        r.status = 0;
+        r.status = Outcome::Done;
         if dry_run {
             return false;
         }
@@ -625,17 +624,17 @@ impl State {
         let q = &p.queues[qi];
         if !r.owned {
             r.status = if q.suspended {
-                neg(EBUSY)
+                Outcome::Failed(EBUSY)
             } else {
-                uapi::KFDP_R_ALREADY as i32
+                Outcome::Already
             };
             return false;
         }
         if !q.suspended {
-            r.status = uapi::KFDP_R_EXTERNAL as i32;
+            r.status = Outcome::External;
             return false;
         }
-        r.status = 0;
+        r.status = Outcome::Done;
         if dry_run {
             r.marked = true;
             return false;
@@ -643,12 +642,12 @@ impl State {
         p.queues[qi].suspended = false;
         let q = &p.queues[qi];
         if q.reset {
-            r.status = neg(EIO);
+            r.status = Outcome::Failed(EIO);
             return false;
         }
         if p.evicted[q.node as usize] > 0 {
             // Evicted: the restore that ends the eviction maps it.
-            r.status = uapi::KFDP_R_DEFERRED as i32;
+            r.status = Outcome::Deferred;
             return false;
         }
         true
