@@ -13,27 +13,47 @@ use crate::{
     glue, //
 };
 
-/// Emits event `$name` (of `kfdp_trace.h`) with the given arguments if it is
-/// enabled.
-macro_rules! emit {
-    ($name:ident($($arg:expr),* $(,)?)) => {{
+/// Whether event `$name` (of `kfdp_trace.h`) is enabled: one test of its
+/// tracepoint's static key.
+macro_rules! enabled {
+    ($name:ident) => {{
         kernel::macros::paste! {
             // SAFETY: `__tracepoint_*` is a tracepoint defined in C
             // (kfdp_trace.c); reading its static key is always allowed.
-            let enabled = unsafe {
+            unsafe {
                 kernel::static_branch_unlikely!(
                     glue::[<__tracepoint_ $name>],
                     kernel::bindings::tracepoint,
                     key
                 )
-            };
-            if enabled {
+            }
+        }
+    }};
+}
+
+/// Emits event `$name` with the given arguments if it is enabled.
+macro_rules! emit {
+    ($name:ident($($arg:expr),* $(,)?)) => {{
+        if enabled!($name) {
+            kernel::macros::paste! {
                 // SAFETY: The event's function takes integers only and may
                 // be called from any context a tracepoint may.
                 unsafe { glue::[<rust_do_trace_ $name>]($($arg),*) };
             }
         }
     }};
+}
+
+/// Whether `kfdp_batch` is enabled: its fields cost a pass over the batch,
+/// which a disabled event must not.
+pub(crate) fn batch_enabled() -> bool {
+    enabled!(kfdp_batch)
+}
+
+/// Whether `kfdp_queue` is enabled, so that a batch is not walked entry by
+/// entry for nothing.
+pub(crate) fn queue_enabled() -> bool {
+    enabled!(kfdp_queue)
 }
 
 /// The `op` field of `kfdp_batch` and `kfdp_queue`.

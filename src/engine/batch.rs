@@ -172,9 +172,8 @@ impl<B: Backend> Owner<B> {
         let Some(mut items) = self.resolve(attachments, entries) else {
             return Applied::default();
         };
-        let nodes = distinct_nodes(&items);
         if all_or_nothing && !validate_only && self.would_fail(op, &mut items, entries) {
-            self.trace_batch(op, flags, entries, nodes, Applied::default());
+            self.trace_batch(op, flags, entries, &items, Applied::default());
             return Applied::default();
         }
         let applied = self.backend.apply(op, validate_only, &mut items);
@@ -194,7 +193,7 @@ impl<B: Backend> Owner<B> {
                 entries,
             );
         }
-        self.trace_batch(op, flags, entries, nodes, applied);
+        self.trace_batch(op, flags, entries, &items, applied);
         applied
     }
 
@@ -385,26 +384,32 @@ impl<B: Backend> Owner<B> {
     }
 
     /// The `kfdp_batch` and `kfdp_queue` events of one batch.
+    /// Only what an enabled event needs is computed: this runs on every
+    /// batch.
     fn trace_batch(
         &self,
         op: Op,
         flags: u32,
         entries: &[uapi::kfdp_queue_ref],
-        nodes: u32,
+        items: &[Item<'_, B::Target>],
         applied: Applied,
     ) {
-        trace::batch(&trace::BatchEvent {
-            owner: self.id,
-            op,
-            flags,
-            entries: entries.len() as u32,
-            ok: entries.iter().filter(|e| e.status == 0).count() as u32,
-            nodes,
-            runlist_updates: applied.runlist_updates,
-            elapsed_ns: applied.elapsed_ns,
-        });
-        for e in entries {
-            trace::queue(self.id, op, e);
+        if trace::batch_enabled() {
+            trace::batch(&trace::BatchEvent {
+                owner: self.id,
+                op,
+                flags,
+                entries: entries.len() as u32,
+                ok: entries.iter().filter(|e| e.status == 0).count() as u32,
+                nodes: distinct_nodes(items),
+                runlist_updates: applied.runlist_updates,
+                elapsed_ns: applied.elapsed_ns,
+            });
+        }
+        if trace::queue_enabled() {
+            for e in entries {
+                trace::queue(self.id, op, e);
+            }
         }
     }
 }
