@@ -134,16 +134,17 @@ static inline int kfdp_knob_set(int node, const char *knob, unsigned long long v
 }
 
 /*
- * A value of the sim's status file: "key" for the global counters, or
- * "nodeN:key" for a node's (runlist_updates, resets, queues, mapped).
- * Returns -1 if it cannot be read.
+ * A value of a file of "key value" pairs (debugfs): "key" for the first
+ * line that has it, or "PREFIX:key" for a line that starts with the word
+ * PREFIX (the sim's "nodeN:runlist_updates"). Returns -1 if it cannot be
+ * read.
  */
-static inline long long kfdp_sim_stat(const char *key)
+static inline long long kfdp_stat_in(const char *path, const char *key)
 {
 	char line[256], want_node[16] = "", word[64];
 	const char *colon = strchr(key, ':');
 	long long v = -1;
-	FILE *f = fopen(KFDP_SIM_DBG "/status", "r");
+	FILE *f = fopen(path, "r");
 
 	if (!f)
 		return -1;
@@ -173,6 +174,15 @@ static inline long long kfdp_sim_stat(const char *key)
 out:
 	fclose(f);
 	return v;
+}
+
+/*
+ * A value of the sim's status file: "key" for the global counters, or
+ * "nodeN:key" for a node's (runlist_updates, resets, queues, mapped).
+ */
+static inline long long kfdp_sim_stat(const char *key)
+{
+	return kfdp_stat_in(KFDP_SIM_DBG "/status", key);
 }
 
 static inline long long kfdp_node_updates(int node)

@@ -82,24 +82,10 @@ static int count_lines(const char *text, ...)
 	return count;
 }
 
-/* A module-wide counter of kfd_preempt/stats ("key value" lines), or -1. */
+/* A module-wide counter of kfd_preempt/stats, or -1. */
 static long long module_stat(const char *key)
 {
-	char *s = read_file(KFDP_DBG "/stats");
-	const char *line = s;
-	long long v = -1;
-
-	while (line && *line) {
-		const char *end = strchr(line, '\n');
-
-		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ' ') {
-			v = strtoll(line + strlen(key) + 1, NULL, 10);
-			break;
-		}
-		line = end ? end + 1 : NULL;
-	}
-	free(s);
-	return v;
+	return kfdp_stat_in(KFDP_DBG "/stats", key);
 }
 
 /* This process's owner number, from the "owner N tgid P" lines, or -1. */
