@@ -5,7 +5,8 @@
 #   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests, the amdkfd emulation
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
-#   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4 and names a change
+#   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4, names a change, and
+#                      takes a reviewed set whole
 #   module-metadata    the module soft-depends on amdgpu, and every parameter
 #                      it has is in packaging/modprobe.d/ and the admin guide
 # With arguments, only the named checks run. Exits non-zero if any failed.
@@ -63,7 +64,27 @@ amdkfd-fingerprint() {
 	grep -q 'decrement_queue_count' "$tmp/err" || { cat "$tmp/err"; rm -rf "$tmp"; return 1; }
 	KFDP_ALLOW_UNREVIEWED_AMDKFD=1 python3 scripts/amdkfd-fingerprint.py check "$tmp" \
 		src/glue/amdkfd-reviewed.txt "$out" &&
-		grep -q 'KFDP_AMDKFD_UNREVIEWED "function decrement_queue_count' "$out"
+		grep -q 'KFDP_AMDKFD_UNREVIEWED "function decrement_queue_count' "$out" ||
+		{ rm -rf "$tmp"; return 1; }
+	# A set is reviewed whole: two sets, each differing from this source in
+	# one item and agreeing with it in the other, do not add up to a pass.
+	python3 scripts/amdkfd-fingerprint.py print "$amd" >"$tmp/now.txt"
+	{
+		echo '[a]'
+		sed 's/^\(function [^ ]* update_queue\) .*/\1 0/' "$tmp/now.txt"
+		echo '[b]'
+		sed 's/^\(function [^ ]* kfd_hws_hang\) .*/\1 0/' "$tmp/now.txt"
+	} >"$tmp/two-sets.txt"
+	if python3 scripts/amdkfd-fingerprint.py check "$amd" "$tmp/two-sets.txt" "$out" 2>/dev/null; then
+		echo "a source matching no single reviewed set passed the fingerprint check" >&2
+		rm -rf "$tmp"
+		return 1
+	fi
+	# and a source equal to the second of two sets passes, naming it.
+	{ echo '[a]'; sed 's/ [0-9a-f]*$/ 0/' "$tmp/now.txt"; echo '[b]'; cat "$tmp/now.txt"; } \
+		>"$tmp/second.txt"
+	python3 scripts/amdkfd-fingerprint.py check "$amd" "$tmp/second.txt" "$out" &&
+		grep -q 'KFDP_AMDKFD_REVIEWED_AS "b"' "$out"
 	local r=$?
 	rm -rf "$tmp"
 	return $r
