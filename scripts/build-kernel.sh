@@ -8,7 +8,8 @@
 # --bench builds the bench flavour instead: the same kernel with
 # scripts/vm-kernel-bench.config merged on top (no KASAN, no lockdep, the
 # function graph tracer), recorded in $KFDP_CACHE/kernel-bench for
-# scripts/bench.sh. The test flavour is recorded in kernel-current.
+# scripts/bench.sh. The test flavour is recorded in kernel-current (for
+# KFDP_KERNEL_SERIES other than the primary, kernel-current-<series>).
 #
 # The build directory is keyed by everything that changes the result: the
 # kernel version, the config fragment and the toolchain versions. A changed
@@ -20,7 +21,11 @@ set -euo pipefail
 
 flavour=test
 case ${1:-} in
---bench) flavour=bench ;;
+--bench)
+	flavour=bench
+	[ "$KFDP_KERNEL_SERIES" = "$KFDP_PRIMARY_SERIES" ] ||
+		kfdp_die "the bench kernel is the primary series' ($KFDP_PRIMARY_SERIES) only"
+	;;
 "") ;;
 *) kfdp_die "usage: $0 [--bench]" ;;
 esac
@@ -76,6 +81,6 @@ fi
 if [ "$flavour" = bench ]; then
 	echo "$out" >"$KFDP_CACHE/kernel-bench"
 else
-	echo "$out" >"$KFDP_CACHE/kernel-current"
+	echo "$out" >"$KFDP_KERNEL_RECORD"
 fi
 echo "$out"

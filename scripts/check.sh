@@ -85,32 +85,56 @@ cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste 
 [ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 
-# With the simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests
-# prove the uapi's semantics end to end (Documentation/simulated-node.rst);
-# first, the glue runs against amdkfd's own queue manager behind an
-# emulated HWS (tests/amdkfd-emu).
-rm -f out/vm/cases.tsv out/vm-pid-attach/cases.tsv
-vm_out=$(kfdp_phase vm tests/vm/run --amdkfd-emu sim_nodes=2 sim_mes_nodes=2 --out out/vm 2>&1)
-echo "$vm_out"
+# The two VM runs of one kernel, each case counted once. First with the
+# simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests prove the
+# uapi's semantics end to end (Documentation/simulated-node.rst), after the
+# glue ran against amdkfd's own queue manager behind an emulated HWS
+# (tests/amdkfd-emu). Then with pid_attach=1 and no simulated node: the
+# PID-mode rejection paths (EPERM without CAP_SYS_ADMIN, ESRCH, ENOENT)
+# exist only then, as does the EOPNOTSUPP of a simulated ATTACH. Only the
+# kselftests that mode is for run, and not the KUnit suites the first run
+# ran. A case of both runs counts once (tests/vm/merge_cases.py): those four
+# kselftests run in both, each mode-specific case passing in its run and
+# skipping in the other; a skip left after the merge means "needs a GPU".
+#
+# usage: vm_runs NAME OUT EMU_ARG... -- RUN_ARG...
+#   EMU_ARG: how the first run loads kfdp_amdkfd_emu.ko; RUN_ARG: the
+#   kernel and module of both runs (none: the primary's).
+vm_runs() {
+	local name=$1 dir=$2 emu=() common=() out merged
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do emu+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	common=("$@")
+	rm -f "$dir/cases.tsv" "$dir-pid-attach/cases.tsv"
+	out=$(kfdp_phase "$name" tests/vm/run "${common[@]}" "${emu[@]}" \
+		sim_nodes=2 sim_mes_nodes=2 --out "$dir" 2>&1)
+	echo "$out"
+	out=$(kfdp_phase "$name-pid-attach" tests/vm/run "${common[@]}" pid_attach=1 --no-kunit \
+		--kselftests "info_test info_test_32 rights_test uapi_test" --out "$dir-pid-attach" 2>&1)
+	echo "$out"
+	merged=$(python3 tests/vm/merge_cases.py --label "$name" "$dir/cases.tsv" \
+		"$dir-pid-attach/cases.tsv" 2>&1)
+	echo "$merged"
+	count "$(grep -E "^$name \(merged\): " <<<"$merged" || echo "0 passed, 1 failed")"
+}
+
+vm_runs vm out/vm --amdkfd-emu
 
 # The hardware kit's kfd/rls parser against what amdkfd's own packet
 # manager printed in that run (KUnit hws_runlist_debugfs_dump).
 suite hw-kit-rls out/hw/rls_test out/vm/console.log
 
-# Once more with pid_attach=1 and no simulated node: the PID-mode rejection
-# paths (EPERM without CAP_SYS_ADMIN, ESRCH, ENOENT) exist only then, as does
-# the EOPNOTSUPP of a simulated ATTACH. Only the kselftests that mode is for
-# run, and not the KUnit suites the first run ran: a case is counted once,
-# and a skip means "cannot run here".
-vm_out=$(kfdp_phase vm-pid-attach tests/vm/run pid_attach=1 --no-kunit \
-	--kselftests "info_test info_test_32 rights_test uapi_test" --out out/vm-pid-attach 2>&1)
-echo "$vm_out"
-# A case of both runs counts once (tests/vm/merge_cases.py): those four
-# kselftests run in both, each mode-specific case passing in its run and
-# skipping in the other; a skip left after the merge means "needs a GPU".
-merged=$(python3 tests/vm/merge_cases.py out/vm/cases.tsv out/vm-pid-attach/cases.tsv 2>&1)
-echo "$merged"
-count "$(grep -E '^vm \(merged\): ' <<<"$merged" || echo "0 passed, 1 failed")"
+# The second kernel (Documentation/building.rst, "Kernels"): the module and
+# kfdp_amdkfd_emu built warning-free against Linux 7.2, and the same VM runs
+# booting it, so that what building.rst claims about 7.2 is measured.
+if built=$(kfdp_phase kernel-7.2-build scripts/build-on-kernel.sh 7.2); then
+	read -r k72 ko72 emu72 <<<"$built"
+	vm_runs vm-7.2 out/vm-7.2 --amdkfd-emu-module "$emu72" -- --kernel "$k72" --module "$ko72"
+else
+	echo "FAIL: the module or kfdp_amdkfd_emu does not build against the 7.2 kernel"
+	count "0 passed, 1 failed"
+fi
 
 # The motivating scenario (make scenario) with and without kfd-preemptd:
 # one case per criterion of its report.

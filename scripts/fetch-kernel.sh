@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Fetch and unpack Debian's linux-source-7.3 into $KFDP_CACHE/src without
+# Fetch and unpack Debian's linux-source-$KFDP_KERNEL_SERIES into $KFDP_CACHE/src without
 # changing the machine's apt configuration: a private sources list names
 # the suite on the mirror the machine already uses, and apt keeps its lists
 # in the cache. Prints the unpacked source directory on stdout.

@@ -4,5 +4,5 @@
 # for the top-level Makefile: KDIR and the toolchain of scripts/lib.sh.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-kdir=$(cat "$KFDP_CACHE/kernel-current" 2>/dev/null || true)
+kdir=$(cat "$KFDP_KERNEL_RECORD" 2>/dev/null || true)
 echo "KDIR=$kdir $(kfdp_kmake_args | tr '\n' ' ')"

@@ -8,12 +8,34 @@
 KFDP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KFDP_CACHE=${KFDP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kfd_preempt}
 
-# The kernel the test VM runs and the module is built against. The exact
+# The kernels the module is built and tested against, by series: 7.3, the
+# primary (the test VM's, the bench kernel, the amdkfd review), and 7.2, the
+# second kernel whose build and VM suites make check also runs, so that the
+# compatibility claims of Documentation/building.rst are measured. The exact
 # Debian version is pinned; if the archive has moved on, fetch-kernel.sh
-# falls back to the newest linux-source-7.3 and says so.
-KFDP_KERNEL_PKG=linux-source-7.3
-KFDP_KERNEL_PKG_VERSION=${KFDP_KERNEL_PKG_VERSION:-7.3.4-1~bpo13+1}
+# falls back to the newest linux-source-<series> and says so. Every script
+# works on the series KFDP_KERNEL_SERIES names (default: the primary).
+KFDP_PRIMARY_SERIES=7.3
+KFDP_KERNEL_SERIES=${KFDP_KERNEL_SERIES:-$KFDP_PRIMARY_SERIES}
+case $KFDP_KERNEL_SERIES in
+7.3) KFDP_KERNEL_PIN=7.3.4-1~bpo13+1 ;;
+7.2) KFDP_KERNEL_PIN=7.2.12-1~bpo13+1 ;;
+*)
+	printf '[kfdp] error: unknown KFDP_KERNEL_SERIES %s (7.3 or 7.2)\n' "$KFDP_KERNEL_SERIES" >&2
+	exit 1
+	;;
+esac
+KFDP_KERNEL_PKG=linux-source-$KFDP_KERNEL_SERIES
+KFDP_KERNEL_PKG_VERSION=${KFDP_KERNEL_PKG_VERSION:-$KFDP_KERNEL_PIN}
 KFDP_KERNEL_SUITE=trixie-backports
+# Where build-kernel.sh records the test kernel's build directory: the
+# primary's in kernel-current (as before there was a second), any other's
+# in kernel-current-<series>.
+if [ "$KFDP_KERNEL_SERIES" = "$KFDP_PRIMARY_SERIES" ]; then
+	KFDP_KERNEL_RECORD=$KFDP_CACHE/kernel-current
+else
+	KFDP_KERNEL_RECORD=$KFDP_CACHE/kernel-current-$KFDP_KERNEL_SERIES
+fi
 
 # Toolchain: the kernel's Rust must be built by the same rustc, bindgen and
 # clang as every module built against it (toolchain.md).
@@ -59,8 +81,8 @@ kfdp_phase() {
 # Where the kernel build for the current fragment and toolchain lives; set
 # by kernel-build.sh and written to $KFDP_CACHE/kernel-current.
 kfdp_kernel_build_dir() {
-	local f=$KFDP_CACHE/kernel-current
-	[ -r "$f" ] || kfdp_die "no kernel built yet: run scripts/build-kernel.sh"
+	local f=$KFDP_KERNEL_RECORD
+	[ -r "$f" ] || kfdp_die "no $KFDP_KERNEL_SERIES kernel built yet: run KFDP_KERNEL_SERIES=$KFDP_KERNEL_SERIES scripts/build-kernel.sh"
 	cat "$f"
 }
 

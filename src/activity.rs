@@ -272,7 +272,7 @@ fn watch_one<B: Backend>(
         || qi.read_pointer_address == 0
         || qi.write_pointer_address == 0
     {
-        return Err(EOPNOTSUPP);
+        return Err(crate::compat::eopnotsupp());
     }
     let read = owner
         .backend

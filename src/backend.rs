@@ -184,6 +184,6 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Pins the 64-bit word at user address `addr` of the target's memory
     /// (a queue's read or write index, for activity detection).
     fn pin_user(&self, _target: &Self::Target, _addr: u64, _write: bool) -> Result<UserWord> {
-        Err(EOPNOTSUPP)
+        Err(crate::compat::eopnotsupp())
     }
 }

@@ -44,6 +44,7 @@ use kernel::{
 
 mod activity;
 mod backend;
+mod compat;
 mod engine;
 mod ioctl;
 mod pm;
@@ -60,27 +61,10 @@ mod glue {
     include!("glue_generated.rs");
 }
 
-module! {
-    type: KfdPreemptModule,
-    name: "kfd_preempt",
-    authors: ["The kfd_preempt developers"],
-    description: "Preempt and resume amdkfd user-mode queues from a scheduler",
-    license: "GPL",
-    params: {
-        pid_attach: bool {
-            default: false,
-            description: "Allow KFDP_TARGET_PID attach (callers also need CAP_SYS_ADMIN)",
-        },
-        sim_nodes: u32 {
-            default: 0,
-            description: "Simulated KFD nodes for testing without a GPU (0: none, at most 8)",
-        },
-        sim_mes_nodes: u32 {
-            default: 0,
-            description: "Bit N makes simulated node N a MES node (default: all HWS)",
-        },
-    },
-}
+#[cfg(kfdp_rust_7_3)]
+compat::kfd_preempt_module!(bool, false);
+#[cfg(not(kfdp_rust_7_3))]
+compat::kfd_preempt_module!(u8, 0);
 
 #[pin_data]
 struct KfdPreemptModule {
@@ -161,11 +145,11 @@ impl PinnedDrop for SimParts {
 
 /// Creates the simulated nodes, if the parameters ask for any.
 fn sim_parts(debugfs: &Dir) -> Result<Option<Pin<KBox<SimParts>>>> {
-    let nodes = module_parameters::sim_nodes.value();
+    let nodes = compat::param!(sim_nodes);
     if nodes == 0 {
         return Ok(None);
     }
-    let mes = module_parameters::sim_mes_nodes.value();
+    let mes = compat::param!(sim_mes_nodes);
     let sim = backend::sim::Sim::new(nodes, mes).inspect_err(|_| {
         pr_err!(
             "sim_nodes={nodes}: must be 1..={}\n",

@@ -183,7 +183,7 @@ impl<K: Backend, S: Backend> Backend for Mux<K, S> {
         match kind {
             uapi::KFDP_TARGET_SIM_FD => match &self.sim {
                 Some(s) => s.attach(kind, fd, pid).map(AnyTarget::Sim),
-                None => Err(EOPNOTSUPP),
+                None => Err(crate::compat::eopnotsupp()),
             },
             _ => self.kfd.attach(kind, fd, pid).map(AnyTarget::Kfd),
         }

@@ -278,7 +278,7 @@ impl<B: Backend> Owner<B> {
             }
             for e in entries.iter_mut() {
                 if e.status >= 0 {
-                    e.status = neg(ECANCELED);
+                    e.status = neg(crate::compat::ecanceled());
                 }
             }
         }

@@ -466,7 +466,7 @@ mod tests {
         let h = attach(&o, 151)?;
         let mut e = refs(h, &[0, 1, 9])?;
         run(&o, Op::Preempt, KFDP_BATCH_ALL_OR_NOTHING, 0, &mut e);
-        let c = ECANCELED.to_errno();
+        let c = crate::compat::ecanceled().to_errno();
         assert_eq!(&statuses(&e)[..], &[c, c, ENOENT.to_errno()]);
         assert_eq!(m.active(151), 2);
         let mut e = refs(h, &[0, 1])?;
@@ -667,7 +667,10 @@ mod tests {
             pid: 221,
             ..Default::default()
         };
-        assert_eq!(off.attach(&mut a, || true), Err(EOPNOTSUPP));
+        assert_eq!(
+            off.attach(&mut a, || true),
+            Err(crate::compat::eopnotsupp())
+        );
         assert_eq!(on.attach(&mut a, || false), Err(EPERM));
         assert_eq!(on.attach(&mut a, || true), Ok(()));
         // An fd attach never asks (capable() marks and audits the task).

@@ -142,6 +142,9 @@ pub(crate) struct Owner<B: Backend> {
     /// started only while the state says the owner is open.
     #[pin]
     pub(crate) armed_timer: Mutex<Option<crate::engine::housekeeping::Armed<B>>>,
+    /// An owner is an open file: it holds the module (7.2, where the file
+    /// does not). Last, so that it is given back after everything else.
+    _module: crate::compat::FileModuleRef,
 }
 
 impl_has_work! {
@@ -200,10 +203,13 @@ impl<B: Backend> Owner<B> {
     pub(crate) fn new(backend: B, pid_attach: bool) -> Result<Arc<Self>> {
         static NEXT_ID: kernel::sync::atomic::Atomic<u64> = kernel::sync::atomic::Atomic::new(1);
         let id = NEXT_ID.fetch_add(1, kernel::sync::atomic::Relaxed);
+        let module = crate::compat::FileModuleRef::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 id,
-                opener: kernel::current!().tgid(),
+                // The opener's thread group id, as its leader's pid:
+                // `Task::tgid` is new in Linux 7.3, and this builds on 7.2.
+                opener: kernel::current!().group_leader().pid(),
                 backend,
                 pid_attach,
                 state <- new_mutex!(State {
@@ -220,6 +226,7 @@ impl<B: Backend> Owner<B> {
                 housekeeping <- new_work!("kfd_preempt::housekeeping"),
                 timer <- HrTimer::new(),
                 armed_timer <- new_mutex!(None),
+                _module: module,
             }),
             GFP_KERNEL,
         )
@@ -246,7 +253,7 @@ impl<B: Backend> Owner<B> {
                     return Err(EINVAL);
                 }
                 if !self.pid_attach {
-                    return Err(EOPNOTSUPP);
+                    return Err(crate::compat::eopnotsupp());
                 }
                 if !sys_admin() {
                     return Err(EPERM);

@@ -50,6 +50,21 @@ const char *kfdp_amdkfd_unreviewed(void)
 }
 
 /*
+ * Linux 7.2's MiscDeviceRegistration leaves file_operations.owner NULL, so
+ * an open file does not pin the module as it does from 7.3 on: there the
+ * crate pins it by hand from open to release (src/compat.rs).
+ */
+bool kfdp_module_get(void)
+{
+	return try_module_get(THIS_MODULE);
+}
+
+void kfdp_module_put(void)
+{
+	module_put(THIS_MODULE);
+}
+
+/*
  * srcversion is an extra check where both sides have one; distribution
  * kernels build amdgpu without (no CONFIG_MODULE_SRCVERSION_ALL, no
  * MODULE_VERSION), and then the structural checks decide alone.

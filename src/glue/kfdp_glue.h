@@ -84,6 +84,10 @@ int kfdp_freeze(struct kfdp_target *t, __u32 gpu_id, bool thaw,
 const char *kfdp_amdgpu_built_srcversion(void);
 const char *kfdp_amdkfd_unreviewed(void);
 
+/* An open file's hold on the module where the kernel crate takes none (7.2). */
+bool kfdp_module_get(void);
+void kfdp_module_put(void);
+
 /* Hibernation (kfdp_pm.c): the notifier that asks src/pm.rs. */
 int kfdp_pm_register(void);
 void kfdp_pm_unregister(void);

@@ -199,9 +199,13 @@ static void kfdp_unmark(struct device_queue_manager *dqm,
 		it->status = -EIO;
 		return;
 	}
-	if (!QUEUE_IS_ACTIVE(q->properties) || !q->mqd || q->needs_mqd_repin) {
-		/* Evicted (or S4): amdkfd's own restore activates it. */
-		if (q->properties.is_evicted || q->needs_mqd_repin)
+	if (!QUEUE_IS_ACTIVE(q->properties) || !q->mqd) {
+		/*
+		 * Evicted, or its MQD unpinned for S4 (7.3's dqm_evict_mqd_bo sets
+		 * q->mqd to NULL with needs_mqd_repin, under dqm_lock; 7.2 never
+		 * unpins): amdkfd's own restore activates it.
+		 */
+		if (q->properties.is_evicted || !q->mqd)
 			it->status = KFDP_R_DEFERRED;
 		return;
 	}
@@ -220,7 +224,7 @@ static void kfdp_unmark(struct device_queue_manager *dqm,
  */
 static bool kfdp_can_trigger(struct kfd_process_device *pdd, struct queue *q)
 {
-	return q && q->mqd && !q->needs_mqd_repin && !pdd->has_reset_queue &&
+	return q && q->mqd && !pdd->has_reset_queue &&
 	       !q->properties.is_being_destroyed;
 }
 

@@ -56,7 +56,7 @@ impl MiscDevice for Owner<Backends> {
         }
         let sim = crate::backend::sim::SIM_SLOT.lock().clone().map(SimNodes);
         let backends = Backends::new(AmdKfd, sim);
-        let owner = Owner::new(backends, crate::module_parameters::pid_attach.value())?;
+        let owner = Owner::new(backends, crate::compat::pid_attach())?;
         // Listed for debugfs (crate::stats) while the file is open.
         crate::stats::OPEN.lock().push(owner.clone(), GFP_KERNEL)?;
         Ok(owner)

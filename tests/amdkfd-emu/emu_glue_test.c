@@ -955,18 +955,22 @@ static void hws_deferred_then_preempt_triggers(struct kunit *test)
 	struct emu_proc *procs[1] = { proc(test, en, 1, 2) };
 	struct kfdp_glue_result res;
 	struct kfdp_glue_item *it;
+	void *mqd0, *mqd1;
 	u32 n;
 
 	it = items(test, procs, 1, 0, 1, &n);
-	procs[0]->q[0]->needs_mqd_repin = true;
-	procs[0]->q[1]->needs_mqd_repin = true;
+	/* As 7.3's dqm_evict_mqd_bo leaves them at S4 (7.2 has no such state). */
+	mqd0 = procs[0]->q[0]->mqd;
+	mqd1 = procs[0]->q[1]->mqd;
+	procs[0]->q[0]->mqd = NULL;
+	procs[0]->q[1]->mqd = NULL;
 	apply(KFDP_GLUE_PREEMPT, it, n, &res);
 	expect_status(test, it, n, KFDP_R_DEFERRED);
 	KUNIT_EXPECT_TRUE(test, it[0].marked);
 	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, procs[0]->q[0]));	/* still running */
 
-	procs[0]->q[0]->needs_mqd_repin = false;
-	procs[0]->q[1]->needs_mqd_repin = false;
+	procs[0]->q[0]->mqd = mqd0;
+	procs[0]->q[1]->mqd = mqd1;
 	apply(KFDP_GLUE_PREEMPT, it, n, &res);
 	expect_status(test, it, n, KFDP_R_ALREADY);
 	KUNIT_EXPECT_EQ(test, 1, res.runlist_updates);

@@ -106,6 +106,32 @@ bool amdgpu_mes_queue_reset_by_mes_supported(struct amdgpu_device *adev)
 	return false;
 }
 
+/*
+ * 7.2's dqm answers a failed MES remove by suspending and resuming all of
+ * MES, and resets hung queues through amdgpu; 7.3 resets the one queue
+ * (below). Neither is emulated.
+ */
+int amdgpu_mes_suspend(struct amdgpu_device *adev, u32 xcc_id)
+{
+	WARN_ON_ONCE(1);
+	return -EOPNOTSUPP;
+}
+
+int amdgpu_mes_resume(struct amdgpu_device *adev, u32 xcc_id)
+{
+	WARN_ON_ONCE(1);
+	return -EOPNOTSUPP;
+}
+
+int amdgpu_mes_detect_and_reset_hung_queues(struct amdgpu_device *adev, int queue_type,
+					    bool detect_only, unsigned int *hung_db_num,
+					    u32 *hung_db_array, uint32_t xcc_id)
+{
+	WARN_ON_ONCE(1);
+	return -EOPNOTSUPP;
+}
+
+#ifdef EMU_DQM_RESETS_MES_QUEUE
 int amdgpu_mes_reset_queue_mmio(struct amdgpu_device *adev, int queue_type,
 				unsigned int vmid, unsigned int me, unsigned int pipe,
 				unsigned int queue, uint32_t xcc_id)
@@ -129,6 +155,7 @@ int amdgpu_gfx_reset_mes_compute(struct amdgpu_device *adev, struct amdgpu_ring 
 	WARN_ON_ONCE(1);
 	return -EOPNOTSUPP;
 }
+#endif
 
 struct amdgpu_task_info *amdgpu_vm_get_task_info_pasid(struct amdgpu_device *adev, u32 pasid)
 {

@@ -11,17 +11,20 @@ twice, once as a skip that only means "the other run has it". Here a case
 passed in one, skipped only if every run skipped it, which then means it
 cannot run here at all (a GPU).
 
-usage: merge_cases.py CASES.tsv ...   (ktap.py --cases files)
-Prints 'vm (merged): N passed, M failed, K skipped'.
+usage: merge_cases.py [--label NAME] CASES.tsv ...   (ktap.py --cases files)
+Prints 'NAME (merged): N passed, M failed, K skipped' (NAME: vm).
 """
 import sys
 
 RANK = {"skip": 0, "pass": 1, "fail": 2}
 
 
-def main(paths):
+def main(args):
+    label = "vm"
+    if args[:1] == ["--label"]:
+        label, args = args[1], args[2:]
     merged = {}
-    for path in paths:
+    for path in args:
         with open(path) as f:
             for line in f:
                 suite, case, result = line.rstrip("\n").split("\t")
@@ -29,7 +32,7 @@ def main(paths):
                 if RANK[result] > RANK.get(merged.get(key), -1):
                     merged[key] = result
     counts = {r: sum(1 for v in merged.values() if v == r) for r in RANK}
-    print(f"vm (merged): {counts['pass']} passed, {counts['fail']} failed, "
+    print(f"{label} (merged): {counts['pass']} passed, {counts['fail']} failed, "
           f"{counts['skip']} skipped")
     return 1 if counts["fail"] else 0
 

@@ -592,7 +592,7 @@ impl State {
     fn mark(p: &mut Process, qi: usize, r: &mut Req, dry_run: bool) -> bool {
         let q = &p.queues[qi];
         if !q.is_compute() {
-            r.status = Outcome::Failed(EOPNOTSUPP);
+            r.status = Outcome::Failed(crate::compat::eopnotsupp());
             return false;
         }
         if q.suspended {

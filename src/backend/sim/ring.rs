@@ -9,16 +9,13 @@
 //! activity detection pins the same indices again, through the address
 //! space, exactly as it does for a real queue.
 
-use kernel::{
-    prelude::*,
-    sync::barrier::{
-        smp_mb,
-        Read,
-        Write, //
-    },
-};
+use kernel::prelude::*;
 
 use crate::{
+    compat::{
+        smp_rmb,
+        smp_wmb, //
+    },
     glue, uapi,
     umem::{
         UserPage,
@@ -187,7 +184,7 @@ impl Ring {
     /// index, as the CP orders its writes.
     pub(crate) fn retire_head(&mut self, end: i64) {
         self.set(self.retired, OFF_END, end as u64);
-        smp_mb(Write);
+        smp_wmb();
         self.retired = self.retired.wrapping_add(1);
         self.read_index.write(self.retired);
         self.remaining_ns = None;
@@ -198,7 +195,7 @@ impl Ring {
     pub(crate) fn observe(&mut self, now: i64) {
         let published = self.write_index.read();
         // The packets are read after the index that published them.
-        smp_mb(Read);
+        smp_rmb();
         // A tenant may publish at most a ring ahead of what retired, and
         // cannot take back what the node saw; anything else is a broken
         // tenant, and is ignored.

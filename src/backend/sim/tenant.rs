@@ -45,6 +45,9 @@ use crate::uapi;
 pub(crate) struct Tenant {
     sim: Arc<Sim>,
     id: u64,
+    /// A tenant is an open file: it holds the module (7.2, where the file
+    /// does not).
+    _module: crate::compat::FileModuleRef,
 }
 
 #[vtable]
@@ -52,6 +55,7 @@ impl MiscDevice for Tenant {
     type Ptr = Arc<Self>;
 
     fn open(file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Self>> {
+        let module = crate::compat::FileModuleRef::new()?;
         let sim = SIM_SLOT.lock().clone().ok_or(ENODEV)?;
         let task = kernel::current!();
         // Kernel threads have no address space to bind a process to.
@@ -63,7 +67,15 @@ impl MiscDevice for Tenant {
             .lock()
             .create_process(file.as_ptr() as usize, leader, mm)?;
         let keep = sim.clone();
-        Arc::new(Tenant { sim, id }, GFP_KERNEL).map_err(|e| {
+        Arc::new(
+            Tenant {
+                sim,
+                id,
+                _module: module,
+            },
+            GFP_KERNEL,
+        )
+        .map_err(|e| {
             keep.state.lock().release(&keep, id);
             e.into()
         })
