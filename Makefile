@@ -23,7 +23,7 @@
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
 # On a real host:  make KDIR=/lib/modules/$(uname -r)/build LLVM=1 \
-#                       AMDGPU_SRC=/usr/src/amdgpu-<ver>/amd   (DKMS only)
+#                       AMDGPU_SRC=<the running amdgpu's drivers/gpu/drm/amd>
 
 # Defaults for the project's own test kernel; any of them can be overridden
 # on the command line (KDIR=, LLVM=, RUSTC=, BINDGEN=, RUST_LIB_SRC=).

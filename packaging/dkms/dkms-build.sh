@@ -13,7 +13,9 @@
 # The environment may name what cannot be found (DKMS passes it through):
 #   KFDP_AMDGPU_SRC  the amdgpu source the loaded amdgpu.ko was built from
 #                    (.../drivers/gpu/drm/amd)
-#   KFDP_AMDGPU_KO   that amdgpu.ko (for its srcversion)
+#   KFDP_AMDGPU_KO   that amdgpu.ko (for its srcversion; default: the one
+#                    modprobe loads, which must be the kernel's own unless
+#                    both KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO are given)
 #   KFDP_LLVM        LLVM= of the kernel's own build (default 1)
 #   KFDP_MAKE_ARGS   more make arguments (RUSTC=, BINDGEN=, RUST_LIB_SRC=)
 set -eu
@@ -37,23 +39,13 @@ grep -q '^CONFIG_RUST=y' "$kdir/.config" 2>/dev/null ||
 grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" ||
 	die "Linux $kver was not built with clang: its Rust support needs the LLVM toolchain it was built with"
 
-amd=${KFDP_AMDGPU_SRC:-}
-if [ -z "$amd" ]; then
-	for d in "$kdir/source/drivers/gpu/drm/amd" "$kdir/drivers/gpu/drm/amd" \
-		"/usr/src/linux-source-${kver%%-*}/drivers/gpu/drm/amd"; do
-		if [ -r "$d/amdkfd/kfd_priv.h" ]; then
-			amd=$d
-			break
-		fi
-	done
-fi
-if [ -z "$amd" ] && ls -d /usr/src/amdgpu-*/amd >/dev/null 2>&1; then
-	die "ROCm's amdgpu-dkms is installed, but building against its source needs its own build environment (its generated config header and include order), which this build does not reproduce yet; set KFDP_AMDGPU_SRC to the in-tree amdgpu source of Linux $kver and use the in-tree amdgpu"
-fi
-[ -n "$amd" ] && [ -r "$amd/amdkfd/kfd_priv.h" ] ||
-	die "no amdgpu source for Linux $kver (want .../drivers/gpu/drm/amd/amdkfd/kfd_priv.h): install the kernel's source, or set KFDP_AMDGPU_SRC"
-
+# The amdgpu.ko that loads for Linux $kver: modprobe's choice, which
+# depmod makes from updates/ and extra/ before the kernel's own.
 ko=${KFDP_AMDGPU_KO:-}
+if [ -z "$ko" ]; then
+	ko=$(modinfo -k "$kver" -n amdgpu 2>/dev/null || true)
+	[ -n "$ko" ] && [ -e "$ko" ] || ko=""
+fi
 if [ -z "$ko" ]; then
 	for f in /lib/modules/"$kver"/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko* \
 		"$kdir/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"; do
@@ -64,6 +56,33 @@ if [ -z "$ko" ]; then
 	done
 fi
 [ -n "$ko" ] || die "no amdgpu.ko for Linux $kver: set KFDP_AMDGPU_KO"
+
+# An amdgpu.ko outside the kernel's own tree is ROCm's amdgpu-dkms (or
+# another out-of-tree build). Its structures are laid out by its own
+# generated config.h (struct kfd_process has fields under #ifndef
+# HAVE_...), which exists only inside its DKMS build: the kernel's in-tree
+# amdgpu source would silently misdescribe them. Refuse, unless the
+# operator names a matching source and module explicitly.
+case $ko in
+/lib/modules/"$kver"/kernel/* | "$kdir"/*) ;;
+*)
+	[ -n "${KFDP_AMDGPU_SRC:-}" ] && [ -n "${KFDP_AMDGPU_KO:-}" ] ||
+		die "amdgpu for Linux $kver is not the kernel's own but $ko (ROCm's amdgpu-dkms?): kfd_preempt's glue must be compiled with that amdgpu's generated config header and include order, which this build does not reproduce yet, and the kernel's in-tree amdgpu source would misdescribe its structures (Documentation/building.rst, \"DKMS\"); set KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO to a matching, prepared pair to build anyway"
+	;;
+esac
+
+amd=${KFDP_AMDGPU_SRC:-}
+if [ -z "$amd" ]; then
+	for d in "$kdir/source/drivers/gpu/drm/amd" "$kdir/drivers/gpu/drm/amd" \
+		"/usr/src/linux-source-${kver%%-*}/drivers/gpu/drm/amd"; do
+		if [ -r "$d/amdkfd/kfd_priv.h" ]; then
+			amd=$d
+			break
+		fi
+	done
+fi
+[ -n "$amd" ] && [ -r "$amd/amdkfd/kfd_priv.h" ] ||
+	die "no amdgpu source for Linux $kver (want .../drivers/gpu/drm/amd/amdkfd/kfd_priv.h): install the kernel's source, or set KFDP_AMDGPU_SRC"
 
 echo "kfd_preempt (dkms): Linux $kver, amdgpu source $amd, amdgpu.ko $ko"
 # shellcheck disable=SC2086 # KFDP_MAKE_ARGS is a list of arguments

@@ -29,9 +29,9 @@ export KFDP_MAKE_ARGS
 dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 
 echo "TAP version 13"
-echo "1..5"
+echo "1..6"
 if ! command -v dkms >/dev/null; then
-	for i in 1 2 3 4 5; do echo "ok $i # SKIP dkms is not installed"; done
+	for i in 1 2 3 4 5 6; do echo "ok $i # SKIP dkms is not installed"; done
 	echo "0 passed, 0 failed, 5 skipped"
 	exit 0
 fi
@@ -77,13 +77,32 @@ rc=$?
 check $rc "dkms_skips_a_kernel_without_rust"
 
 # The build step itself, on a Rust kernel whose amdgpu source is nowhere.
-mkdir -p "$scratch/nosrc"
+# Its amdgpu.ko is its own (in its build tree).
+mkdir -p "$scratch/nosrc/drivers/gpu/drm/amd/amdgpu"
 printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/nosrc/.config"
-out=$(env -u KFDP_AMDGPU_SRC sh "$tree/dkms-build.sh" 0.0.0-nosrc "$scratch/nosrc" 2>&1)
+: >"$scratch/nosrc/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO sh "$tree/dkms-build.sh" 0.0.0-nosrc \
+	"$scratch/nosrc" 2>&1)
 rc=$?
 sed 's/^/# /' <<<"$out"
 [ "$rc" != 0 ] && grep -q 'no amdgpu source' <<<"$out"
 check $? "build_step_refuses_without_amdgpu_source"
+
+# A kernel whose amdgpu is ROCm's amdgpu-dkms (modprobe loads one from
+# updates/dkms): the build step refuses before compiling anything, rather
+# than build against the kernel's in-tree amdgpu source.
+mkdir -p "$scratch/rocm/bin" "$scratch/rocm-lib/updates/dkms"
+printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/rocm/.config"
+: >"$scratch/rocm-lib/updates/dkms/amdgpu.ko"
+printf '#!/bin/sh\necho %s\n' "$scratch/rocm-lib/updates/dkms/amdgpu.ko" >"$scratch/rocm/bin/modinfo"
+chmod +x "$scratch/rocm/bin/modinfo"
+out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" \
+	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+[ "$rc" != 0 ] && grep -q 'is not the kernel.s own' <<<"$out" &&
+	! grep -q 'amdgpu source .*, amdgpu.ko' <<<"$out"
+check $? "build_step_refuses_amdgpu_dkms_it_cannot_match"
 
 echo "$((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
