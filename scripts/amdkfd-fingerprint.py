@@ -136,7 +136,9 @@ def load_reviewed(path):
             if not line or line.startswith("#"):
                 continue
             if line.startswith("[") and line.endswith("]"):
-                current_set = sets.setdefault(line[1:-1], {})
+                if line[1:-1] in sets:
+                    raise SystemExit(f"{path}: [{line[1:-1]}] appears twice")
+                current_set = sets[line[1:-1]] = {}
                 continue
             if current_set is None:
                 raise SystemExit(f"{path}: an item before the first [NAME] line")

@@ -24,8 +24,14 @@ out=$KFDP_ROOT/out/kernel-$series
 tree=$out/tree
 rm -rf "$tree"
 mkdir -p "$tree"
-git -C "$KFDP_ROOT" ls-files -z -co --exclude-standard -- Kbuild Makefile src uapi scripts \
-	tests/amdkfd-emu | (cd "$KFDP_ROOT" && cpio -0 -pdm --quiet "$tree")
+(
+	cd "$KFDP_ROOT"
+	# Tracked files deleted in the working tree are listed too: skip them.
+	git ls-files -z -co --exclude-standard -- Kbuild Makefile src uapi scripts \
+		tests/amdkfd-emu | while IFS= read -r -d '' f; do
+		if [ -e "$f" ]; then printf '%s\0' "$f"; fi
+	done | cpio -0 -pdm --quiet "$tree"
+)
 
 mapfile -t kargs < <(kfdp_kmake_args)
 build() {

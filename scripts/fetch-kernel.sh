@@ -33,7 +33,7 @@ if [ ! -e "$KFDP_CACHE/src/$want/.unpacked" ]; then
 		newest=$(head -n1 <<<"$versions")
 		[ -n "$newest" ] || kfdp_die "$KFDP_KERNEL_PKG is not in $KFDP_KERNEL_SUITE any more"
 		kfdp_log "WARNING: $KFDP_KERNEL_PKG $want is gone; falling back to $newest." \
-			"Set KFDP_KERNEL_PKG_VERSION=$newest to silence this, and re-check the" \
+			"Set $KFDP_KERNEL_VERSION_VAR=$newest to silence this, and re-check the" \
 			"amdkfd fingerprints (Documentation/design.rst)."
 		want=$newest
 	fi
@@ -52,4 +52,8 @@ if [ ! -e "$dest/.unpacked" ]; then
 	mv "$dest/$KFDP_KERNEL_PKG" "$dest/linux"
 	touch "$dest/.unpacked"
 fi
+# The tree must be of the series asked for, whatever a version override said.
+got=$(sed -n 's/^VERSION = //p; s/^PATCHLEVEL = //p' "$dest/linux/Makefile" | paste -sd.)
+[ "$got" = "$KFDP_KERNEL_SERIES" ] ||
+	kfdp_die "$dest/linux is Linux $got, not the $KFDP_KERNEL_SERIES series asked for ($KFDP_KERNEL_VERSION_VAR?)"
 echo "$dest/linux"

@@ -26,7 +26,11 @@ case $KFDP_KERNEL_SERIES in
 	;;
 esac
 KFDP_KERNEL_PKG=linux-source-$KFDP_KERNEL_SERIES
-KFDP_KERNEL_PKG_VERSION=${KFDP_KERNEL_PKG_VERSION:-$KFDP_KERNEL_PIN}
+# Each series' pin is overridden by its own variable,
+# KFDP_KERNEL_PKG_VERSION_7_3 or KFDP_KERNEL_PKG_VERSION_7_2, so that one
+# meant for a series never reaches another.
+KFDP_KERNEL_VERSION_VAR=KFDP_KERNEL_PKG_VERSION_${KFDP_KERNEL_SERIES/./_}
+KFDP_KERNEL_PKG_VERSION=${!KFDP_KERNEL_VERSION_VAR:-$KFDP_KERNEL_PIN}
 KFDP_KERNEL_SUITE=trixie-backports
 # Where build-kernel.sh records the test kernel's build directory: the
 # primary's in kernel-current (as before there was a second), any other's

@@ -75,11 +75,13 @@ amdkfd-fingerprint() {
 		echo '[b]'
 		sed 's/^\(function [^ ]* kfd_hws_hang\) .*/\1 0/' "$tmp/now.txt"
 	} >"$tmp/two-sets.txt"
-	if python3 scripts/amdkfd-fingerprint.py check "$amd" "$tmp/two-sets.txt" "$out" 2>/dev/null; then
+	if python3 scripts/amdkfd-fingerprint.py check "$amd" "$tmp/two-sets.txt" "$out" \
+		2>"$tmp/err"; then
 		echo "a source matching no single reviewed set passed the fingerprint check" >&2
 		rm -rf "$tmp"
 		return 1
 	fi
+	grep -q 'differs from every reviewed version' "$tmp/err" || { cat "$tmp/err"; rm -rf "$tmp"; return 1; }
 	# and a source equal to the second of two sets passes, naming it.
 	{ echo '[a]'; sed 's/ [0-9a-f]*$/ 0/' "$tmp/now.txt"; echo '[b]'; cat "$tmp/now.txt"; } \
 		>"$tmp/second.txt"

@@ -68,6 +68,7 @@ impl FileModuleRef {
     /// Takes the hold; `ENODEV` if the module is already going away.
     #[cfg(kfdp_rust_7_3)]
     pub(crate) fn new() -> Result<Self> {
+        // INVARIANT: from 7.3 on the value holds nothing.
         Ok(Self(()))
     }
 
@@ -76,6 +77,7 @@ impl FileModuleRef {
     pub(crate) fn new() -> Result<Self> {
         // SAFETY: no precondition; a reference is taken only on success.
         if unsafe { crate::glue::kfdp_module_get() } {
+            // INVARIANT: the reference just taken.
             Ok(Self(()))
         } else {
             Err(ENODEV)

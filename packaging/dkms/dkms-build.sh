@@ -40,7 +40,7 @@ grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" ||
 	die "Linux $kver was not built with clang: its Rust support needs the LLVM toolchain it was built with"
 
 # The amdgpu.ko that loads for Linux $kver: modprobe's choice, which
-# depmod makes from updates/ and extra/ before the kernel's own.
+# depmod makes from updates/ before the kernel's own (kernel/).
 ko=${KFDP_AMDGPU_KO:-}
 if [ -z "$ko" ]; then
 	ko=$(modinfo -k "$kver" -n amdgpu 2>/dev/null || true)
@@ -63,8 +63,10 @@ fi
 # HAVE_...), which exists only inside its DKMS build: the kernel's in-tree
 # amdgpu source would silently misdescribe them. Refuse, unless the
 # operator names a matching source and module explicitly.
+# The module directory is /lib/modules, or /usr/lib/modules where kmod
+# was built for a merged /usr (Debian 13).
 case $ko in
-/lib/modules/"$kver"/kernel/* | "$kdir"/*) ;;
+*/modules/"$kver"/kernel/* | "$kdir"/*) ;;
 *)
 	[ -n "${KFDP_AMDGPU_SRC:-}" ] && [ -n "${KFDP_AMDGPU_KO:-}" ] ||
 		die "amdgpu for Linux $kver is not the kernel's own but $ko (ROCm's amdgpu-dkms?): kfd_preempt's glue must be compiled with that amdgpu's generated config header and include order, which this build does not reproduce yet, and the kernel's in-tree amdgpu source would misdescribe its structures (Documentation/building.rst, \"DKMS\"); set KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO to a matching, prepared pair to build anyway"

@@ -3,9 +3,11 @@
 # kfd_preempt through DKMS, as an operator installs it: the DKMS source tree
 # (scripts/dkms-source.sh) is added to and built by the real `dkms`, in a
 # scratch DKMS tree, for the test kernel; the module DKMS built loads in the
-# test VM and answers INFO; DKMS skips a kernel without CONFIG_RUST, and the
-# build step refuses, saying why, without amdgpu's source. KTAP, and a last
-# line "N passed, M failed".
+# test VM and answers INFO; DKMS skips a kernel without CONFIG_RUST; the
+# build step refuses, saying why, without amdgpu's source and when modprobe
+# would load an amdgpu that is not the kernel's own (amdgpu-dkms), unless
+# the operator names the source and module. KTAP, and a last line
+# "N passed, M failed".
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
@@ -29,10 +31,10 @@ export KFDP_MAKE_ARGS
 dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 
 echo "TAP version 13"
-echo "1..6"
+echo "1..8"
 if ! command -v dkms >/dev/null; then
-	for i in 1 2 3 4 5 6; do echo "ok $i # SKIP dkms is not installed"; done
-	echo "0 passed, 0 failed, 5 skipped"
+	for i in 1 2 3 4 5 6 7 8; do echo "ok $i # SKIP dkms is not installed"; done
+	echo "0 passed, 0 failed, 8 skipped"
 	exit 0
 fi
 
@@ -103,6 +105,31 @@ sed 's/^/# /' <<<"$out"
 [ "$rc" != 0 ] && grep -q 'is not the kernel.s own' <<<"$out" &&
 	! grep -q 'amdgpu source .*, amdgpu.ko' <<<"$out"
 check $? "build_step_refuses_amdgpu_dkms_it_cannot_match"
+
+# The kernel's own amdgpu.ko, as modinfo names it under a merged /usr
+# (/usr/lib/modules/KVER/kernel/...), passes that check: the step goes on
+# to look for the source, which this kernel lacks.
+# (The module tree is outside the build tree, which would pass anyway.)
+own=$scratch/root/usr/lib/modules/0.0.0-intree/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko
+mkdir -p "$scratch/intree/bin" "$(dirname "$own")"
+printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/intree/.config"
+: >"$own"
+printf '#!/bin/sh\necho %s\n' "$own" >"$scratch/intree/bin/modinfo"
+chmod +x "$scratch/intree/bin/modinfo"
+out=$(env -u KFDP_AMDGPU_KO -u KFDP_AMDGPU_SRC PATH="$scratch/intree/bin:$PATH" \
+	sh "$tree/dkms-build.sh" 0.0.0-intree "$scratch/intree" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+[ "$rc" != 0 ] && grep -q 'no amdgpu source' <<<"$out" && ! grep -q 'not the kernel.s own' <<<"$out"
+check $? "build_step_takes_the_kernels_own_amdgpu"
+
+# Both named: the operator vouches for the pair, and the step goes on.
+out=$(PATH="$scratch/rocm/bin:$PATH" KFDP_AMDGPU_KO="$scratch/rocm-lib/updates/dkms/amdgpu.ko" \
+	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
+sed 's/^/# /' <<<"$out" | head -n 3
+grep -q 'kfd_preempt (dkms): Linux 0.0.0-rocm, amdgpu source' <<<"$out" &&
+	! grep -q 'not the kernel.s own' <<<"$out"
+check $? "build_step_builds_a_named_pair"
 
 echo "$((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
