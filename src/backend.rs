@@ -106,6 +106,13 @@ pub(crate) struct Item<'a, T> {
     pub(crate) entry: u32,
 }
 
+/// Batches of up to this many queues keep their items on the stack
+/// ([`Items`]): a scheduler's batches, mostly.
+pub(crate) const INLINE_ITEMS: usize = 16;
+
+/// A batch's items, as the engine and the mux build them.
+pub(crate) type Items<'a, T> = crate::engine::small_vec::SmallVec<Item<'a, T>, INLINE_ITEMS>;
+
 /// What a batch cost on the hardware.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct Applied {

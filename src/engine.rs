@@ -7,6 +7,7 @@
 //! * [`batch`]: the phases of a PREEMPT or RESUME batch;
 //! * [`registry`]: what all owners hold, and the module's statistics;
 //! * [`sorted_map`]: the keyed map both keep their state in;
+//! * [`small_vec`]: a batch's items, on the stack when the batch is small;
 //! * [`housekeeping`]: when leases end and exited targets are swept;
 //! * `mock`: the engine's KUnit suite over a model backend.
 
@@ -16,4 +17,5 @@ pub(crate) mod housekeeping;
 pub(crate) mod mock;
 pub(crate) mod owner;
 pub(crate) mod registry;
+pub(crate) mod small_vec;
 pub(crate) mod sorted_map;

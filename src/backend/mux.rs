@@ -15,6 +15,7 @@ use crate::{
         FreezeOp,
         FreezeOutcome,
         Item,
+        Items,
         Op,
         Outcome,
         TargetInfo, //
@@ -90,7 +91,7 @@ impl MuxFaults {
 
 /// The items of one backend in a batch, in the batch's order.
 struct Part<'a, T> {
-    items: KVVec<Item<'a, T>>,
+    items: Items<'a, T>,
 }
 
 impl<'a, T> Part<'a, T> {
@@ -105,15 +106,15 @@ impl<'a, T> Part<'a, T> {
         }
         let n = items.iter().filter(|it| pick(it.target).is_some()).count();
         let mut part = Part {
-            items: KVVec::with_capacity(n, GFP_KERNEL)?,
+            items: Items::with_capacity(n, GFP_KERNEL)?,
         };
         for it in items.iter() {
             let Some(target) = pick(it.target) else {
                 continue;
             };
             // Room for `n` was made above: this does not allocate.
-            part.items.push(
-                Item {
+            part.items
+                .push(Item {
                     target,
                     gpu_id: it.gpu_id,
                     queue_id: it.queue_id,
@@ -121,9 +122,8 @@ impl<'a, T> Part<'a, T> {
                     status: Outcome::Done,
                     marked: false,
                     entry: it.entry,
-                },
-                GFP_KERNEL,
-            )?;
+                })
+                .map_err(|_| ENOMEM)?;
         }
         Ok(part)
     }

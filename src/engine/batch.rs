@@ -25,6 +25,7 @@ use crate::{
         Applied,
         Backend,
         Item,
+        Items,
         Op,
         Outcome,
         MAX_GPUS, //
@@ -205,14 +206,15 @@ impl<B: Backend> Owner<B> {
         &self,
         attachments: &'a [Attachment<B::Target>],
         entries: &mut [uapi::kfdp_queue_ref],
-    ) -> Option<KVVec<Item<'a, B::Target>>> {
+    ) -> Option<Items<'a, B::Target>> {
         if mark_duplicates(entries).is_err() {
             fail_all(entries, ENOMEM);
             return None;
         }
-        // One allocation, for the entries that reach the backend.
+        // For the entries that reach the backend: on the stack for a small
+        // batch, else one allocation.
         let wanted = entries.iter().filter(|e| e.status == 0).count();
-        let Ok(mut items) = KVVec::with_capacity(wanted, GFP_KERNEL) else {
+        let Ok(mut items) = Items::with_capacity(wanted, GFP_KERNEL) else {
             fail_all(entries, ENOMEM);
             return None;
         };
@@ -253,7 +255,7 @@ impl<B: Backend> Owner<B> {
                 entry: i as u32,
             };
             // Capacity for every entry still at 0 was reserved above.
-            if items.push(item, GFP_KERNEL).is_err() {
+            if items.push(item).is_err() {
                 e.status = neg(ENOMEM);
             }
         }
@@ -301,7 +303,9 @@ impl<B: Backend> Owner<B> {
         entries: &mut [uapi::kfdp_queue_ref],
     ) {
         let mut reg = REGISTRY.lock();
-        let since = Instant::<Monotonic>::now();
+        // Read once, and only by a batch that starts or renews a lease: a
+        // clock read is not free under emulation, and a RESUME needs none.
+        let mut since = None;
         let lease_ns = i64::from(lease_ms) * 1_000_000;
         for it in items.iter() {
             let e = &mut entries[it.entry as usize];
@@ -328,7 +332,7 @@ impl<B: Backend> Owner<B> {
                     // EIO) changes nothing, its lease included.
                     if op == Op::Preempt && !it.status.failed() {
                         if let Some(m) = marks.get_mut(&mkey) {
-                            m.since = since;
+                            m.since = *since.get_or_insert_with(Instant::<Monotonic>::now);
                             m.lease_ns = lease_ns;
                         }
                     }
@@ -338,7 +342,7 @@ impl<B: Backend> Owner<B> {
                         handle,
                         gpu_id,
                         queue_id,
-                        since,
+                        since: *since.get_or_insert_with(Instant::<Monotonic>::now),
                         lease_ns,
                     };
                     // The mark is on the hardware: if it cannot be recorded,

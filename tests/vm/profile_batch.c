@@ -5,7 +5,9 @@
  * function_graph trace of this process shows where that call's time goes.
  *
  * usage: profile_batch MODE K R
- *   MODE  info | preempt (PREEMPT of K, then RESUME of K, untimed) |
+ *   MODE  info | empty (PREEMPT of no entry: the floor of any batch call,
+ *         its header and array copies, locks and bookkeeping) |
+ *         preempt (PREEMPT of K, then RESUME of K, untimed) |
  *         validate (VALIDATE_ONLY PREEMPT of K) | freeze (FREEZE + THAW) |
  *         query (QUERY of the K queues) |
  *         daemons (K concurrent scheduler processes, each with its own
@@ -203,6 +205,10 @@ int main(int argc, char **argv)
 			t = now_ns();
 			if (ioctl(owner, KFDP_IOC_INFO, &info))
 				die("info");
+			samples[i] = now_ns() - t;
+		} else if (!strcmp(mode, "empty")) {
+			t = now_ns();
+			batch(owner, KFDP_IOC_PREEMPT, 0, 0);
 			samples[i] = now_ns() - t;
 		} else if (!strcmp(mode, "preempt")) {
 			t = now_ns();

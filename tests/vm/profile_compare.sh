@@ -13,7 +13,7 @@ for round in 1 2 3; do
 		rmmod kfd_preempt
 		insmod "$ko" sim_nodes=2 sim_mes_nodes=2 || exit 1
 		line="=== kfdp-compare $name:"
-		for spec in "info 1 3000" "validate 1 3000" "preempt 1 1000" "validate 64 500" \
+		for spec in "info 1 3000" "empty 1 3000" "validate 1 3000" "preempt 1 1000" "validate 64 500" \
 			"preempt 64 300" "query 64 500" "freeze 1 500" "preempt 1024 30" \
 			"query 1024 100"; do
 			set -- $spec
