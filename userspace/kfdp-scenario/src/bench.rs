@@ -162,13 +162,18 @@ pub(crate) struct Row {
     pub overhead_p50_us: f64,
 }
 
-/// The null-ioctl floor (KFDP_IOC_INFO).
+/// The null-ioctl floor (KFDP_IOC_INFO), and the batch ioctl's own: a
+/// PREEMPT of no entry, which does everything a batch does around its
+/// entries (copies, probes, locks, bookkeeping).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub(crate) struct Floor {
     pub cost_model: String,
     pub samples: u32,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// p50 of a PREEMPT of no entry; 0 in results from before it was measured.
+    #[serde(default)]
+    pub empty_batch_p50_us: f64,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -465,11 +470,20 @@ fn floor(dev: &Device, cost: &CostModel) -> Result<Floor, String> {
         samples.push(t.elapsed());
     }
     samples.sort();
+    let mut empty = Vec::with_capacity(500);
+    for _ in 0..500 {
+        let t = Instant::now();
+        dev.preempt(&[], &BatchOptions::default())
+            .map_err(|e| e.to_string())?;
+        empty.push(t.elapsed());
+    }
+    empty.sort();
     Ok(Floor {
         cost_model: cost.name.clone(),
         samples: samples.len() as u32,
         p50_us: percentile_us(&samples, 0.5),
         p99_us: percentile_us(&samples, 0.99),
+        empty_batch_p50_us: percentile_us(&empty, 0.5),
     })
 }
 
@@ -670,6 +684,15 @@ pub(crate) fn software_cost(results: &Results, cost: &CostModel) -> String {
     };
     let info = floor.p50_us.max(f64::MIN_POSITIVE);
     let mut out = String::new();
+    // What any batch costs before its first entry: the goals below are
+    // only reachable if they lie above it.
+    if floor.empty_batch_p50_us > 0.0 {
+        out += &format!(
+            "  PREEMPT of no queue, wall p50       {:>9.1} us = {:>5.1}x INFO (the batch ioctl's floor)\n",
+            floor.empty_batch_p50_us,
+            floor.empty_batch_p50_us / info
+        );
+    }
     if let Some(one) = batch(1) {
         out += &format!(
             "  PREEMPT of 1 queue, wall p50        {:>9.1} us = {:>5.1}x INFO (goal <= {SINGLE_GOAL}x)\n",
@@ -863,6 +886,7 @@ mod tests {
                 samples: 10,
                 p50_us: 4.0,
                 p99_us: 5.0,
+                empty_batch_p50_us: 12.0,
             }],
             rows: vec![
                 row(1, 1, 20.0, 18.0),
@@ -872,6 +896,10 @@ mod tests {
         };
         let text = software_cost(&r, &zero);
         assert!(text.contains("bench kernel"), "{text}");
+        assert!(
+            text.contains("12.0 us =   3.0x INFO (the batch ioctl's floor)"),
+            "{text}"
+        );
         assert!(text.contains("20.0 us =   5.0x INFO"), "{text}");
         // The fewest processes: the 64-queue batch of one tenant.
         assert!(text.contains("40.0 us =  10.0x INFO"), "{text}");

@@ -341,6 +341,7 @@ mod tests {
                 samples: 10,
                 p50_us: 2.0,
                 p99_us: 3.0,
+                empty_batch_p50_us: 0.0,
             }],
             rows,
         }
