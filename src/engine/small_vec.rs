@@ -25,12 +25,16 @@ use kernel::{
 };
 
 /// See the module documentation.
+pub(crate) struct SmallVec<T, const N: usize>(Buf<T, N>);
+
+/// The storage of a [`SmallVec`], private so that only this module can
+/// make an `Inline` value.
 ///
 /// # Invariants
 ///
 /// With `Inline`, the first `len` elements of `buf` are initialised, and
 /// `len <= N`.
-pub(crate) enum SmallVec<T, const N: usize> {
+enum Buf<T, const N: usize> {
     /// Up to `N` elements, here.
     Inline {
         len: usize,
@@ -45,20 +49,20 @@ impl<T, const N: usize> SmallVec<T, N> {
     pub(crate) fn with_capacity(capacity: usize, flags: Flags) -> Result<Self, AllocError> {
         if capacity <= N {
             // INVARIANT: no element is initialised, and 0 <= N.
-            Ok(Self::Inline {
+            Ok(Self(Buf::Inline {
                 len: 0,
                 buf: [const { MaybeUninit::uninit() }; N],
-            })
+            }))
         } else {
-            Ok(Self::Heap(KVVec::with_capacity(capacity, flags)?))
+            Ok(Self(Buf::Heap(KVVec::with_capacity(capacity, flags)?)))
         }
     }
 
     /// Appends `value`; gives it back if the capacity is used up (a heap
     /// vector does not grow: its capacity was asked for up front).
     pub(crate) fn push(&mut self, value: T) -> Result<(), T> {
-        match self {
-            Self::Inline { len, buf } => {
+        match &mut self.0 {
+            Buf::Inline { len, buf } => {
                 let Some(slot) = buf.get_mut(*len) else {
                     return Err(value);
                 };
@@ -68,7 +72,7 @@ impl<T, const N: usize> SmallVec<T, N> {
                 *len += 1;
                 Ok(())
             }
-            Self::Heap(v) => v.push_within_capacity(value).map_err(|e| e.0),
+            Buf::Heap(v) => v.push_within_capacity(value).map_err(|e| e.0),
         }
     }
 }
@@ -77,34 +81,34 @@ impl<T, const N: usize> Deref for SmallVec<T, N> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        match self {
-            Self::Inline { len, buf } => {
+        match &self.0 {
+            Buf::Inline { len, buf } => {
                 let init = &buf[..*len];
                 // SAFETY: by the type invariant the first `len` elements
                 // are initialised, and `MaybeUninit<T>` has `T`'s layout.
                 unsafe { &*(core::ptr::from_ref(init) as *const [T]) }
             }
-            Self::Heap(v) => v,
+            Buf::Heap(v) => v,
         }
     }
 }
 
 impl<T, const N: usize> DerefMut for SmallVec<T, N> {
     fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            Self::Inline { len, buf } => {
+        match &mut self.0 {
+            Buf::Inline { len, buf } => {
                 let init = &mut buf[..*len];
                 // SAFETY: as in `deref`; the borrow is unique.
                 unsafe { &mut *(core::ptr::from_mut(init) as *mut [T]) }
             }
-            Self::Heap(v) => v,
+            Buf::Heap(v) => v,
         }
     }
 }
 
 impl<T, const N: usize> Drop for SmallVec<T, N> {
     fn drop(&mut self) {
-        if let Self::Inline { len, buf } = self {
+        if let Buf::Inline { len, buf } = &mut self.0 {
             let init = &mut buf[..*len];
             // SAFETY: by the type invariant these elements are initialised;
             // they are dropped once, here, and never read again.
@@ -134,7 +138,7 @@ mod tests {
     #[test]
     fn inline_up_to_n_then_full() -> Result {
         let mut v = SmallVec::<u32, 4>::with_capacity(4, GFP_KERNEL)?;
-        assert!(matches!(v, SmallVec::Inline { .. }));
+        assert!(matches!(v.0, Buf::Inline { .. }));
         for i in 0..4 {
             assert!(v.push(i).is_ok());
         }
@@ -148,7 +152,7 @@ mod tests {
     #[test]
     fn heap_beyond_n_keeps_its_capacity() -> Result {
         let mut v = SmallVec::<u32, 2>::with_capacity(3, GFP_KERNEL)?;
-        assert!(matches!(v, SmallVec::Heap(_)));
+        assert!(matches!(v.0, Buf::Heap(_)));
         for i in 0..3 {
             assert!(v.push(i).is_ok());
         }
