@@ -11,11 +11,6 @@ kdir=$(kfdp_kernel_build_dir)
 mapfile -t kargs < <(kfdp_kmake_args)
 log=$KFDP_ROOT/out/amdkfd-emu-build.log
 mkdir -p "$KFDP_ROOT/out"
-if ! make -C "$kdir" M="$KFDP_ROOT/tests/amdkfd-emu" "${kargs[@]}" -j"$KFDP_JOBS" modules >"$log" 2>&1; then
-	cat "$log"
-	kfdp_die "kfdp_amdkfd_emu build failed"
-fi
-if grep -E 'warning[:\[]|WARNING:' "$log"; then
-	kfdp_die "the kfdp_amdkfd_emu build has warnings (above)"
-fi
+kfdp_build_warning_free kfdp_amdkfd_emu "$log" \
+	make -C "$kdir" M="$KFDP_ROOT/tests/amdkfd-emu" "${kargs[@]}" -j"$KFDP_JOBS" modules
 echo "built $KFDP_ROOT/tests/amdkfd-emu/kfdp_amdkfd_emu.ko"

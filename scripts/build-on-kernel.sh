@@ -35,15 +35,10 @@ mkdir -p "$tree"
 
 mapfile -t kargs < <(kfdp_kmake_args)
 build() {
-	local what=$1 dir=$2 log=$out/$1-build.log
+	local what=$1 dir=$2
 	shift 2
-	if ! make -C "$kernel" M="$dir" "${kargs[@]}" "$@" modules >"$log" 2>&1; then
-		cat "$log" >&2
-		kfdp_die "$what does not build against the $series kernel ($log)"
-	fi
-	if grep -E 'warning[:\[]|WARNING:' "$log" >&2; then
-		kfdp_die "the $what build against the $series kernel has warnings (above)"
-	fi
+	kfdp_build_warning_free "$what against the $series kernel" "$out/$what-build.log" \
+		make -C "$kernel" M="$dir" "${kargs[@]}" "$@" modules
 }
 # As scripts/build-module.sh and scripts/build-amdkfd-emu.sh build them for
 # the primary kernel; the KUnit suites in, as on every test kernel.

@@ -82,6 +82,22 @@ kfdp_phase() {
 	return $rc
 }
 
+# Run a kernel-side build (CMD...) with its output in LOG, and fail, saying
+# why, if it fails or warns: every module the project builds must be
+# warning-free. The log, or the warnings, go to stderr.
+# usage: kfdp_build_warning_free WHAT LOG CMD...
+kfdp_build_warning_free() {
+	local what=$1 log=$2
+	shift 2
+	if ! "$@" >"$log" 2>&1; then
+		cat "$log" >&2
+		kfdp_die "$what does not build ($log)"
+	fi
+	if grep -E 'warning[:\[]|WARNING:' "$log" >&2; then
+		kfdp_die "the $what build has warnings (above; $log)"
+	fi
+}
+
 # Where the kernel build for the current fragment and toolchain lives; set
 # by kernel-build.sh and written to $KFDP_CACHE/kernel-current.
 kfdp_kernel_build_dir() {

@@ -15,6 +15,14 @@ n=0 fails=0
 ok() { n=$((n + 1)); echo "ok $n $1"; }
 nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
 check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+# A stand-in modinfo in BINDIR that names KO as the amdgpu modprobe loads,
+# and KO itself (empty).
+fake_modinfo() {
+	mkdir -p "$1" "$(dirname "$2")"
+	: >"$2"
+	printf '#!/bin/sh\necho %s\n' "$2" >"$1/modinfo"
+	chmod +x "$1/modinfo"
+}
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -93,11 +101,8 @@ check $? "build_step_refuses_without_amdgpu_source"
 # A kernel whose amdgpu is ROCm's amdgpu-dkms (modprobe loads one from
 # updates/dkms): the build step refuses before compiling anything, rather
 # than build against the kernel's in-tree amdgpu source.
-mkdir -p "$scratch/rocm/bin" "$scratch/rocm-lib/updates/dkms"
+fake_modinfo "$scratch/rocm/bin" "$scratch/rocm-lib/updates/dkms/amdgpu.ko"
 printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/rocm/.config"
-: >"$scratch/rocm-lib/updates/dkms/amdgpu.ko"
-printf '#!/bin/sh\necho %s\n' "$scratch/rocm-lib/updates/dkms/amdgpu.ko" >"$scratch/rocm/bin/modinfo"
-chmod +x "$scratch/rocm/bin/modinfo"
 out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" \
 	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
 rc=$?
@@ -110,12 +115,9 @@ check $? "build_step_refuses_amdgpu_dkms_it_cannot_match"
 # (/usr/lib/modules/KVER/kernel/...), passes that check: the step goes on
 # to look for the source, which this kernel lacks.
 # (The module tree is outside the build tree, which would pass anyway.)
-own=$scratch/root/usr/lib/modules/0.0.0-intree/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko
-mkdir -p "$scratch/intree/bin" "$(dirname "$own")"
+fake_modinfo "$scratch/intree/bin" \
+	"$scratch/root/usr/lib/modules/0.0.0-intree/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
 printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/intree/.config"
-: >"$own"
-printf '#!/bin/sh\necho %s\n' "$own" >"$scratch/intree/bin/modinfo"
-chmod +x "$scratch/intree/bin/modinfo"
 out=$(env -u KFDP_AMDGPU_KO -u KFDP_AMDGPU_SRC PATH="$scratch/intree/bin:$PATH" \
 	sh "$tree/dkms-build.sh" 0.0.0-intree "$scratch/intree" 2>&1)
 rc=$?

@@ -462,22 +462,24 @@ impl Cell<'_> {
     }
 }
 
-fn floor(dev: &Device, cost: &CostModel) -> Result<Floor, String> {
-    let mut samples = Vec::with_capacity(500);
-    for _ in 0..500 {
+/// The wall times of `n` calls of `call`, sorted.
+fn sorted_timings<T, E: ToString>(
+    n: usize,
+    mut call: impl FnMut() -> Result<T, E>,
+) -> Result<Vec<Duration>, String> {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
         let t = Instant::now();
-        dev.info().map_err(|e| e.to_string())?;
+        call().map_err(|e| e.to_string())?;
         samples.push(t.elapsed());
     }
     samples.sort();
-    let mut empty = Vec::with_capacity(500);
-    for _ in 0..500 {
-        let t = Instant::now();
-        dev.preempt(&[], &BatchOptions::default())
-            .map_err(|e| e.to_string())?;
-        empty.push(t.elapsed());
-    }
-    empty.sort();
+    Ok(samples)
+}
+
+fn floor(dev: &Device, cost: &CostModel) -> Result<Floor, String> {
+    let samples = sorted_timings(500, || dev.info())?;
+    let empty = sorted_timings(500, || dev.preempt(&[], &BatchOptions::default()))?;
     Ok(Floor {
         cost_model: cost.name.clone(),
         samples: samples.len() as u32,
