@@ -22,11 +22,13 @@
 #   make lint            rustfmt check and checkpatch (scripts/lint.sh);
 #                        scripts/build-module.sh is the W=1 + CLIPPY=1 build
 #
-# On a real host:  make KDIR=/lib/modules/$(uname -r)/build LLVM=1 \
+# On a real host:  make KDIR=/lib/modules/$(uname -r)/build \
 #                       AMDGPU_SRC=<the running amdgpu's drivers/gpu/drm/amd>
+#                  (the compilers are the kernel's own, from its .config)
 
 # Defaults for the project's own test kernel; any of them can be overridden
-# on the command line (KDIR=, LLVM=, RUSTC=, BINDGEN=, RUST_LIB_SRC=).
+# on the command line (KDIR=, LLVM=, RUSTC=, BINDGEN=, RUST_LIB_SRC=), and
+# LLVM=, RUSTC= and BINDGEN= must name the kernel's own compilers.
 ifeq ($(origin KDIR),undefined)
 $(foreach a,$(shell scripts/kmake-args.sh),$(eval $(a)))
 # The test kernel runs the KUnit suites at insmod; any other kernel gets
@@ -35,9 +37,21 @@ KFDP_KUNIT ?= 1
 endif
 KFDP_KUNIT ?= 0
 
-KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) \
-	$(if $(LLVM),LLVM=$(LLVM)) $(if $(RUSTC),RUSTC=$(RUSTC)) \
-	$(if $(BINDGEN),BINDGEN=$(BINDGEN)) \
+# The kernel's own compilers, read from its .config by
+# scripts/kernel-toolchain.sh (CC= for a GCC-built kernel, LLVM= for a
+# clang-built one, its exact rustc and bindgen); LLVM=, RUSTC= and BINDGEN=
+# given here are checked against it, and a mismatch refuses the build.
+ifneq ($(KDIR),)
+ifneq ($(filter all modules,$(or $(MAKECMDGOALS),all)),)
+KFDP_TOOLCHAIN := $(shell LLVM='$(LLVM)' RUSTC='$(RUSTC)' BINDGEN='$(BINDGEN)' \
+	sh $(CURDIR)/scripts/kernel-toolchain.sh '$(KDIR)' || echo KFDP_REFUSED)
+ifneq ($(filter KFDP_REFUSED,$(KFDP_TOOLCHAIN)),)
+$(error not building for $(KDIR) with other compilers than its own (above))
+endif
+endif
+endif
+
+KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(KFDP_TOOLCHAIN) \
 	$(if $(RUST_LIB_SRC),RUST_LIB_SRC=$(RUST_LIB_SRC)) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))

@@ -79,6 +79,10 @@ for tool in cargo rustc bindgen make gcc python3; do
 	command -v "$tool" >/dev/null ||
 		refuse "no $tool on PATH (under sudo, keep the user's: sudo env PATH=\"\$PATH\" $0)"
 done
+# The running kernel's own C compiler, rustc and bindgen, from its .config:
+# a module built by any other rustc cannot load.
+toolchain=$(sh "$root/scripts/kernel-toolchain.sh" "$kdir") ||
+	refuse "this host lacks the compilers Linux $kver was built with (above)"
 clang=${CLANG:-clang}
 command -v "$clang" >/dev/null && "$clang" -print-targets 2>/dev/null | grep -q amdgcn ||
 	refuse "no clang with the AMDGPU target (set CLANG, e.g. /opt/rocm/llvm/bin/clang)"
@@ -105,8 +109,12 @@ say "host: Linux $kver, amdgpu source $amdgpu_src ($amdgpu_ko), kernel source $k
 report=${report:-$root/out/hw-report-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$report"
 cp "$root/out/hw/build.log" "$report/kit-build.log"
-say "building kfd_preempt for $kver"
-make -C "$root" KDIR="$kdir" LLVM=1 AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
+say "building kfd_preempt for $kver with" $toolchain
+# Headers without Rust metadata (Debian's): a tree prepared from the
+# kernel's source, once (scripts/kernel-rust-metadata.sh).
+kdir=$(sh "$root/scripts/kernel-rust-metadata.sh" "$kver" "$kdir") ||
+	refuse "no Rust metadata for Linux $kver (above)"
+make -C "$root" KDIR="$kdir" AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
 	>"$report/build.log" 2>&1 ||
 	{ tail -n 30 "$report/build.log"; refuse "module build failed ($report/build.log)"; }
 say "building hw_test, kfd-preempt and kfdp-scenario (the kit's workloads were built above)"

@@ -100,8 +100,13 @@ macro_rules! abi_struct {
         };
 
         // Fails to compile unless the zerocopy derives are present, that is
-        // unless zerocopy has proved that `$t` has no padding.
-        const _: fn() = assert_no_padding::<$t>;
+        // unless zerocopy has proved that `$t` has no padding. Called, not
+        // only named: rustc 1.85 (Debian's kernels) warns of a function that
+        // is only named in a constant as never used.
+        const _: () = {
+            const fn assert_no_padding<T: zerocopy::FromBytes + zerocopy::IntoBytes>() {}
+            assert_no_padding::<$t>()
+        };
 
         // SAFETY: `$t` is a `#[repr(C)]` struct of `u32`, `i32` and `u64`
         // fields (and arrays of them) without padding, as the zerocopy
@@ -112,7 +117,5 @@ macro_rules! abi_struct {
         unsafe impl kernel::transmute::AsBytes for $t {}
     };
 }
-
-fn assert_no_padding<T: zerocopy::FromBytes + zerocopy::IntoBytes>() {}
 
 include!("../uapi/kfd_preempt_layout.rs");

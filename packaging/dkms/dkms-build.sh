@@ -7,8 +7,11 @@
 #
 # usage: dkms-build.sh KVER KDIR [VAR=value ...] | --clean
 #
-# DKMS appends CC= and LD= for a kernel built with clang; LLVM= chooses the
-# whole toolchain here, so those are dropped.
+# DKMS appends CC= and LD= for a kernel built with clang; the compilers are
+# chosen here from the kernel's own .config (scripts/kernel-toolchain.sh),
+# so those are dropped. A kernel whose headers carry no Rust metadata
+# (Debian's) is built against a tree prepared from its source
+# (scripts/kernel-rust-metadata.sh), once per kernel.
 #
 # The environment may name what cannot be found (DKMS passes it through):
 #   KFDP_AMDGPU_SRC  the amdgpu source the loaded amdgpu.ko was built from
@@ -16,8 +19,12 @@
 #   KFDP_AMDGPU_KO   that amdgpu.ko (for its srcversion; default: the one
 #                    modprobe loads, which must be the kernel's own unless
 #                    both KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO are given)
-#   KFDP_LLVM        LLVM= of the kernel's own build (default 1)
-#   KFDP_MAKE_ARGS   more make arguments (RUSTC=, BINDGEN=, RUST_LIB_SRC=)
+#   KFDP_LLVM        LLVM= for a clang-built kernel (default: its clang-N)
+#   KFDP_RUSTC       the kernel's rustc, where it is not on PATH by a usual
+#   KFDP_BINDGEN     name, and its bindgen (both checked against .config)
+#   KFDP_LINUX_SRC   the kernel's source, for its Rust metadata (default
+#                    /usr/src/linux-source-X.Y.tar.xz)
+#   KFDP_MAKE_ARGS   more make arguments
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 die() {
@@ -36,8 +43,6 @@ kdir=$2
 
 grep -q '^CONFIG_RUST=y' "$kdir/.config" 2>/dev/null ||
 	die "Linux $kver ($kdir) is built without CONFIG_RUST: kfd_preempt is a Rust module"
-grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" ||
-	die "Linux $kver was not built with clang: its Rust support needs the LLVM toolchain it was built with"
 
 # The amdgpu.ko that loads for Linux $kver: modprobe's choice, which
 # depmod makes from updates/ before the kernel's own (kernel/).
@@ -73,6 +78,13 @@ case $ko in
 	;;
 esac
 
+# The kernel's own compilers, then its Rust metadata: where the headers
+# lack it, the build tree becomes one prepared from the kernel's source.
+toolchain=$(LLVM=${KFDP_LLVM:-} RUSTC=${KFDP_RUSTC:-} BINDGEN=${KFDP_BINDGEN:-} \
+	sh "$here/scripts/kernel-toolchain.sh" "$kdir") || exit 1
+kdir=$(LLVM=${KFDP_LLVM:-} RUSTC=${KFDP_RUSTC:-} BINDGEN=${KFDP_BINDGEN:-} \
+	sh "$here/scripts/kernel-rust-metadata.sh" "$kver" "$kdir") || exit 1
+
 amd=${KFDP_AMDGPU_SRC:-}
 if [ -z "$amd" ]; then
 	for d in "$kdir/source/drivers/gpu/drm/amd" "$kdir/drivers/gpu/drm/amd" \
@@ -86,7 +98,15 @@ fi
 [ -n "$amd" ] && [ -r "$amd/amdkfd/kfd_priv.h" ] ||
 	die "no amdgpu source for Linux $kver (want .../drivers/gpu/drm/amd/amdkfd/kfd_priv.h): install the kernel's source, or set KFDP_AMDGPU_SRC"
 
-echo "kfd_preempt (dkms): Linux $kver, amdgpu source $amd, amdgpu.ko $ko"
-# shellcheck disable=SC2086 # KFDP_MAKE_ARGS is a list of arguments
-exec make -C "$here" KDIR="$kdir" LLVM="${KFDP_LLVM:-1}" AMDGPU_SRC="$amd" \
-	AMDGPU_KO="$ko" ${KFDP_MAKE_ARGS:-} modules
+echo "kfd_preempt (dkms): Linux $kver, amdgpu source $amd, amdgpu.ko $ko, build tree $kdir," \
+	"compilers" $toolchain
+# shellcheck disable=SC2086 # toolchain and KFDP_MAKE_ARGS are lists of arguments
+make -C "$here" KDIR="$kdir" $toolchain AMDGPU_SRC="$amd" AMDGPU_KO="$ko" \
+	${KFDP_MAKE_ARGS:-} modules
+
+# The module binds to the kernel's Rust symbols by name: each one it
+# imports must be one the kernel exports (modpost checked the C ones).
+undefined=$(nm -u "$here/kfd_preempt.ko" | awk '$2 ~ /^_R/ { print $2 }' | sort -u |
+	awk 'NR == FNR { have[$2] = 1; next } !($1 in have)' "$kdir/Module.symvers" - | head -n 3)
+[ -z "$undefined" ] ||
+	die "kfd_preempt.ko imports Rust symbols Linux $kver does not export ($(echo $undefined)): it was built by another rustc than the kernel's"

@@ -1,0 +1,149 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# A kernel build tree a Rust module can be built against, for a kernel whose
+# headers package carries no Rust metadata (Debian's linux-headers-*: no
+# rust/*.rmeta, rust/*.so, rust/kernel/generated_arch_*_asm.rs nor
+# scripts/target.json). Ubuntu ships these files as linux-lib-rust-*; here
+# they are made the way a distribution makes them: from the kernel's own
+# source (linux-source-X.Y) with the headers' .config, by the kernel's own
+# compilers (kernel-toolchain.sh), `make modules_prepare`, once per kernel
+# and cached. Prints the directory to build against: KDIR itself if it
+# has the metadata already, else the prepared tree.
+#
+# The prepared tree is checked before use, so that a wrong source or rustc
+# is a refusal here and not a module that fails to load:
+#   * its generated configuration (autoconf.h, rustc_cfg, the release) is
+#     byte for byte the headers' own;
+#   * every Rust symbol its kernel crate exports is one the kernel exports
+#     (the headers' Module.symvers): the symbols' names carry a hash of
+#     the rustc version, so this fails for any other rustc.
+# The module is then linked against the headers' own Module.symvers.
+#
+# usage: kernel-rust-metadata.sh KVER KDIR
+#        kernel-rust-metadata.sh --check-exports TREE SYMVERS
+#
+# Environment:
+#   KFDP_LINUX_SRC     the kernel's source: a linux-source-X.Y.tar.xz or an
+#                      unpacked tree (default /usr/src/linux-source-X.Y.tar.xz,
+#                      or the directory of that name)
+#   KFDP_KERNEL_CACHE  where prepared trees are kept, one per kernel release
+#                      (default /var/cache/kfd-preempt/kernels)
+#   LLVM, RUSTC, BINDGEN  as for kernel-toolchain.sh
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+
+die() {
+	echo "kfd_preempt: $*" >&2
+	exit 1
+}
+log() {
+	echo "kfd_preempt: $*" >&2
+}
+
+# Every Rust symbol TREE's kernel crate exports must be in SYMVERS.
+check_exports() {
+	tree=$1 symvers=$2
+	set -- "$tree"/rust/exports_*_generated.h
+	[ -r "$1" ] || die "$tree has no rust/exports_*_generated.h: its Rust support was not built"
+	missing=$(sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(.*\));$/\1/p' "$@" | sort -u |
+		awk 'NR == FNR { have[$2] = 1; next } !($1 in have) { n++; if (n == 1) first = $1 }
+			END { if (n) print n, first }' "$symvers" -)
+	if [ -n "$missing" ]; then
+		die "the Rust metadata of $tree does not match the kernel: ${missing%% *} Rust symbols it exports are not in $symvers (the first: ${missing#* }); it was made by another rustc or from another source than the kernel's own"
+	fi
+	exports=$(sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(.*\));$/\1/p' "$@" | sort -u | wc -l)
+	[ "$exports" -gt 0 ] || die "$tree exports no Rust symbol"
+	log "the kernel crate's $exports Rust exports are the kernel's own ($symvers)"
+}
+
+if [ "${1:-}" = --check-exports ]; then
+	[ $# = 3 ] || die "usage: kernel-rust-metadata.sh --check-exports TREE SYMVERS"
+	check_exports "$2" "$3"
+	exit 0
+fi
+[ $# = 2 ] || die "usage: kernel-rust-metadata.sh KVER KDIR"
+kver=$1
+kdir=$2
+
+if [ -r "$kdir/rust/libkernel.rmeta" ] && [ -r "$kdir/scripts/target.json" ]; then
+	echo "$kdir"
+	exit 0
+fi
+
+toolchain=$(sh "$here/kernel-toolchain.sh" "$kdir") || exit 1
+series=$(echo "$kver" | cut -d. -f1-2)
+src=${KFDP_LINUX_SRC:-}
+if [ -z "$src" ]; then
+	for s in "/usr/src/linux-source-$series.tar.xz" "/usr/src/linux-source-$series"; do
+		if [ -e "$s" ]; then
+			src=$s
+			break
+		fi
+	done
+fi
+[ -n "$src" ] && [ -e "$src" ] ||
+	die "the headers of Linux $kver ($kdir) carry no Rust metadata, and the kernel's source to make it from is not installed: install linux-source-$series (Debian), or linux-lib-rust-$kver (Ubuntu), or set KFDP_LINUX_SRC"
+[ -r "$kdir/Module.symvers" ] || die "$kdir has no Module.symvers"
+
+# One prepared tree per kernel release, remade when what it is made from
+# changes: the headers' configuration, the source, the compilers.
+cache=${KFDP_KERNEL_CACHE:-/var/cache/kfd-preempt/kernels}/$kver
+key=$({
+	cat "$kdir/.config" "$kdir/Module.symvers"
+	ls -lL --time-style=+%s "$src"
+	echo "$toolchain"
+	cat "$0"
+} | sha256sum | cut -d' ' -f1)
+if [ -e "$cache/ready" ] && [ "$(cat "$cache/ready")" = "$key" ]; then
+	echo "$cache/build"
+	exit 0
+fi
+
+log "the headers of Linux $kver carry no Rust metadata: making it from $src with the kernel's own compilers in $cache (once per kernel)"
+# An unpacked source of the same tarball is kept (a failed or outdated
+# preparation is redone incrementally).
+src_key=$(ls -lL --time-style=+%s "$src" | sha256sum | cut -d' ' -f1)
+if [ ! -e "$cache/unpacked" ] || [ "$(cat "$cache/unpacked")" != "$src_key" ]; then
+	rm -rf "$cache"
+	mkdir -p "$cache"
+	if [ -d "$src" ]; then
+		ln -s "$(cd "$src" && pwd)" "$cache/linux"
+	else
+		mkdir -p "$cache/linux"
+		tar -C "$cache/linux" --strip-components=1 -xf "$src"
+	fi
+	echo "$src_key" >"$cache/unpacked"
+fi
+rm -f "$cache/ready"
+mkdir -p "$cache/build"
+[ -r "$cache/linux/Makefile" ] || die "$src is not a kernel source tree"
+cp "$kdir/.config" "$cache/build/.config"
+# The kernel's Rust library source (core is compiled here): the rustc's own.
+rustc=$(echo "$toolchain" | sed -n 's/^RUSTC=//p')
+rust_lib_src=$("$rustc" --print sysroot)/lib/rustlib/src/rust/library
+[ -d "$rust_lib_src" ] ||
+	die "$rust_lib_src is missing: install the Rust standard library's source of $rustc (Debian: package rust-src)"
+jobs=$(nproc 2>/dev/null || echo 1)
+# shellcheck disable=SC2086 # $toolchain is a list of make arguments
+if ! make -s -C "$cache/linux" O="$cache/build" $toolchain KERNELRELEASE="$kver" \
+	RUST_LIB_SRC="$rust_lib_src" -j"$jobs" olddefconfig modules_prepare >"$cache/make.log" 2>&1; then
+	tail -n 20 "$cache/make.log" >&2
+	die "making the Rust metadata of Linux $kver failed (the whole log: $cache/make.log)"
+fi
+
+# The same kernel: the configuration the build generated is the headers' own.
+for f in include/generated/autoconf.h include/generated/rustc_cfg include/config/kernel.release; do
+	cmp -s "$kdir/$f" "$cache/build/$f" ||
+		die "$src with the headers' .config does not give Linux $kver's own $f: it is not that kernel's source (or not its compilers)"
+done
+[ -r "$cache/build/rust/libkernel.rmeta" ] && [ -r "$cache/build/scripts/target.json" ] ||
+	die "making the Rust metadata of Linux $kver produced no rust/libkernel.rmeta (the log: $cache/make.log)"
+check_exports "$cache/build" "$kdir/Module.symvers"
+
+# Link against the kernel's own symbol list; its vmlinux (Debian's headers
+# ship one) is the base of the module's BTF.
+cp "$kdir/Module.symvers" "$cache/build/Module.symvers"
+[ -r "$kdir/vmlinux" ] && ln -sf "$kdir/vmlinux" "$cache/build/vmlinux"
+echo "$key" >"$cache/ready"
+echo "$cache/build"
