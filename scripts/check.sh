@@ -147,4 +147,10 @@ suite dkms tests/dkms/dkms_test.sh
 # extracted into a throwaway root, and DKMS's build from the package.
 suite debs tests/debs/debs_test.sh
 
+# Those packages on a Debian 13 system as an operator has it (Documentation/
+# building.rst, "The Debian 13 run"): installed with apt, DKMS building the
+# module with each kernel's own gcc-14 and rustc 1.85.1, Debian's own binary
+# kernels 7.3.4 and 7.2.12 booted, the kselftests, CLI and daemon tests.
+suite debian tests/debian/run.sh
+
 finish

@@ -10,13 +10,7 @@ set -euo pipefail
 apt_dir=$KFDP_CACHE/apt
 mkdir -p "$apt_dir/lists/partial" "$KFDP_CACHE/src" "$KFDP_CACHE/debs"
 
-# The Debian mirror the machine is configured with, so that nothing here
-# names a host of its own.
-mirror=$(awk '/^URIs:/ && $2 ~ /\/debian\/?$/ { print $2; exit }' \
-	/etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-[ -n "$mirror" ] || mirror=$(awk '/^deb / && $3 !~ /security/ { print $2; exit }' \
-	/etc/apt/sources.list 2>/dev/null || true)
-[ -n "$mirror" ] || kfdp_die "cannot find the machine's Debian mirror in /etc/apt"
+mirror=$(kfdp_debian_mirror)
 
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 echo "deb [signed-by=$keyring] $mirror $KFDP_KERNEL_SUITE main" >"$apt_dir/sources.list"

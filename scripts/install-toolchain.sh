@@ -16,6 +16,7 @@ packages=(
 	libhsa-runtime-dev # HSA headers for the hardware kit (the runtime is loaded at run time)
 	dkms # the DKMS build of the module is tested against the test kernel
 	debhelper dh-dkms lintian help2man fakeroot # make debs: the Debian packages and their checks
+	mmdebstrap e2fsprogs # the Debian 13 system of tests/debian/run.sh and its disk image
 )
 
 missing=()

@@ -96,6 +96,7 @@ key=$({
 	cat "$0"
 } | sha256sum | cut -d' ' -f1)
 if [ -e "$cache/ready" ] && [ "$(cat "$cache/ready")" = "$key" ]; then
+	check_exports "$cache/build" "$kdir/Module.symvers"
 	echo "$cache/build"
 	exit 0
 fi
@@ -125,9 +126,22 @@ rust_lib_src=$("$rustc" --print sysroot)/lib/rustlib/src/rust/library
 [ -d "$rust_lib_src" ] ||
 	die "$rust_lib_src is missing: install the Rust standard library's source of $rustc (Debian: package rust-src)"
 jobs=$(nproc 2>/dev/null || echo 1)
-# shellcheck disable=SC2086 # $toolchain is a list of make arguments
-if ! make -s -C "$cache/linux" O="$cache/build" $toolchain KERNELRELEASE="$kver" \
-	RUST_LIB_SRC="$rust_lib_src" -j"$jobs" olddefconfig modules_prepare >"$cache/make.log" 2>&1; then
+kmake() {
+	# shellcheck disable=SC2086 # $toolchain is a list of make arguments
+	make -s -C "$cache/linux" O="$cache/build" $toolchain KERNELRELEASE="$kver" \
+		RUST_LIB_SRC="$rust_lib_src" "$@" >>"$cache/make.log" 2>&1
+}
+: >"$cache/make.log"
+kmake olddefconfig || die "make olddefconfig failed for Linux $kver (the log: $cache/make.log)"
+# Kconfig drops CONFIG_RUST silently when it finds the Rust toolchain
+# unusable here (rust_is_available.sh: rustc, bindgen and its libclang,
+# the library source): say why rather than that the configuration differs.
+if ! grep -q '^CONFIG_RUST=y' "$cache/build/.config"; then
+	kmake rustavailable || true
+	tail -n 15 "$cache/make.log" >&2
+	die "the Rust toolchain of Linux $kver is not usable here, so its Rust metadata cannot be made (make rustavailable, above)"
+fi
+if ! kmake -j"$jobs" modules_prepare; then
 	tail -n 20 "$cache/make.log" >&2
 	die "making the Rust metadata of Linux $kver failed (the whole log: $cache/make.log)"
 fi

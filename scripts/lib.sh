@@ -59,6 +59,18 @@ kfdp_kmake_args() {
 		"BINDGEN=$KFDP_BINDGEN" "RUST_LIB_SRC=$KFDP_RUST_LIB_SRC"
 }
 
+# The Debian mirror the machine is configured with, so that nothing here
+# names a host of its own.
+kfdp_debian_mirror() {
+	local mirror
+	mirror=$(awk '/^URIs:/ && $2 ~ /\/debian\/?$/ { print $2; exit }' \
+		/etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+	[ -n "$mirror" ] || mirror=$(awk '/^deb / && $3 !~ /security/ { print $2; exit }' \
+		/etc/apt/sources.list 2>/dev/null || true)
+	[ -n "$mirror" ] || kfdp_die "cannot find the machine's Debian mirror in /etc/apt"
+	echo "$mirror"
+}
+
 kfdp_log() {
 	printf '[kfdp %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
 }

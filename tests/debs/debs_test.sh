@@ -266,9 +266,9 @@ else
 	kver=$(cat "$kb/include/config/kernel.release")
 	export KFDP_AMDGPU_SRC=$(kfdp_kernel_src_dir)/drivers/gpu/drm/amd
 	export KFDP_AMDGPU_KO=$kb/drivers/gpu/drm/amd/amdgpu/amdgpu.ko
-	export KFDP_LLVM=-$KFDP_LLVM_VERSION
-	KFDP_MAKE_ARGS=$(kfdp_kmake_args | grep -v '^LLVM=' | tr '\n' ' ')
-	export KFDP_MAKE_ARGS
+	# The test kernel's compilers are not on PATH by their usual names.
+	export KFDP_LLVM=-$KFDP_LLVM_VERSION KFDP_RUSTC=$KFDP_RUSTC KFDP_BINDGEN=$KFDP_BINDGEN
+	export KFDP_MAKE_ARGS=RUST_LIB_SRC=$KFDP_RUST_LIB_SRC
 	dkms_args=(--sourcetree "$root/usr/src" --dkmstree "$scratch/dkms")
 	mkdir -p "$scratch/dkms"
 	start=$(date +%s)

@@ -6,7 +6,11 @@
 # test VM and answers INFO; DKMS skips a kernel without CONFIG_RUST; the
 # build step refuses, saying why, without amdgpu's source and when modprobe
 # would load an amdgpu that is not the kernel's own (amdgpu-dkms), unless
-# the operator names the source and module. KTAP, and a last line
+# the operator names the source and module; it refuses, naming what to
+# install, a kernel whose own compilers (GCC or clang, rustc, bindgen) are
+# not there or not those named, and headers without Rust metadata when no
+# kernel source can make it; Rust metadata whose exports are not the
+# kernel's is refused; the Makefile refuses other compilers. KTAP, and a last line
 # "N passed, M failed".
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
@@ -24,6 +28,23 @@ fake_modinfo() {
 	chmod +x "$1/modinfo"
 }
 
+# A stand-in kernel build tree in DIR: the test kernel's own compiler lines
+# (so that the build step finds its compilers) and Rust metadata files, and
+# a .config saying CONFIG_RUST=y, with LINE... appended (later lines win).
+fake_kernel() {
+	local dir=$1
+	shift
+	mkdir -p "$dir/rust" "$dir/scripts"
+	{
+		echo CONFIG_RUST=y
+		grep -E '^CONFIG_(CC_IS_[A-Z]+|CC_VERSION_TEXT|CLANG_VERSION|RUSTC_VERSION_TEXT|BINDGEN_VERSION_TEXT)=' \
+			"$kb/.config"
+		printf '%s\n' "$@"
+	} | tac | awk -F= '!seen[$1]++' | tac >"$dir/.config"
+	: >"$dir/rust/libkernel.rmeta"
+	: >"$dir/scripts/target.json"
+}
+
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 kb=$(kfdp_kernel_build_dir)
@@ -33,16 +54,15 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$KFDP_ROOT/userspace/Cargo.toml" 
 # (clang-N, the project's bindgen) has to be named.
 export KFDP_AMDGPU_SRC=$(kfdp_kernel_src_dir)/drivers/gpu/drm/amd
 export KFDP_AMDGPU_KO=$kb/drivers/gpu/drm/amd/amdgpu/amdgpu.ko
-export KFDP_LLVM=-$KFDP_LLVM_VERSION
-KFDP_MAKE_ARGS=$(kfdp_kmake_args | grep -v '^LLVM=' | tr '\n' ' ')
-export KFDP_MAKE_ARGS
+export KFDP_LLVM=-$KFDP_LLVM_VERSION KFDP_RUSTC=$KFDP_RUSTC KFDP_BINDGEN=$KFDP_BINDGEN
+export KFDP_MAKE_ARGS=RUST_LIB_SRC=$KFDP_RUST_LIB_SRC
 dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 
 echo "TAP version 13"
-echo "1..8"
+echo "1..17"
 if ! command -v dkms >/dev/null; then
-	for i in 1 2 3 4 5 6 7 8; do echo "ok $i # SKIP dkms is not installed"; done
-	echo "0 passed, 0 failed, 8 skipped"
+	for i in $(seq 17); do echo "ok $i # SKIP dkms is not installed"; done
+	echo "0 passed, 0 failed, 17 skipped"
 	exit 0
 fi
 
@@ -89,7 +109,7 @@ check $rc "dkms_skips_a_kernel_without_rust"
 # The build step itself, on a Rust kernel whose amdgpu source is nowhere.
 # Its amdgpu.ko is its own (in its build tree).
 mkdir -p "$scratch/nosrc/drivers/gpu/drm/amd/amdgpu"
-printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/nosrc/.config"
+fake_kernel "$scratch/nosrc"
 : >"$scratch/nosrc/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
 out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO sh "$tree/dkms-build.sh" 0.0.0-nosrc \
 	"$scratch/nosrc" 2>&1)
@@ -102,7 +122,7 @@ check $? "build_step_refuses_without_amdgpu_source"
 # updates/dkms): the build step refuses before compiling anything, rather
 # than build against the kernel's in-tree amdgpu source.
 fake_modinfo "$scratch/rocm/bin" "$scratch/rocm-lib/updates/dkms/amdgpu.ko"
-printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/rocm/.config"
+fake_kernel "$scratch/rocm"
 out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" \
 	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
 rc=$?
@@ -117,7 +137,7 @@ check $? "build_step_refuses_amdgpu_dkms_it_cannot_match"
 # (The module tree is outside the build tree, which would pass anyway.)
 fake_modinfo "$scratch/intree/bin" \
 	"$scratch/root/usr/lib/modules/0.0.0-intree/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
-printf 'CONFIG_RUST=y\nCONFIG_CC_IS_CLANG=y\n' >"$scratch/intree/.config"
+fake_kernel "$scratch/intree"
 out=$(env -u KFDP_AMDGPU_KO -u KFDP_AMDGPU_SRC PATH="$scratch/intree/bin:$PATH" \
 	sh "$tree/dkms-build.sh" 0.0.0-intree "$scratch/intree" 2>&1)
 rc=$?
@@ -132,6 +152,110 @@ sed 's/^/# /' <<<"$out" | head -n 3
 grep -q 'kfd_preempt (dkms): Linux 0.0.0-rocm, amdgpu source' <<<"$out" &&
 	! grep -q 'not the kernel.s own' <<<"$out"
 check $? "build_step_builds_a_named_pair"
+
+# The kernel's own compilers (scripts/kernel-toolchain.sh), or a refusal
+# that names them before anything is compiled. Each stand-in kernel has its
+# amdgpu.ko in its tree, and the build step would go on to look for its
+# amdgpu source, which none has: a refusal must come before that.
+refused_before_build() { # OUT PATTERN
+	[ "$rc" != 0 ] && grep -q "$2" <<<"$1" && ! grep -q 'no amdgpu source' <<<"$1"
+}
+debian_rustc='rustc 1.85.1 (4eb161250 2025-03-15) (built from a source tarball)'
+mkdir -p "$scratch/bin"
+printf '#!/bin/sh\necho "rustc 1.96.0 (ac68faa20 2026-05-25)"\n' >"$scratch/bin/rustc"
+chmod +x "$scratch/bin/rustc"
+fake_kernel "$scratch/rustc" "CONFIG_RUSTC_VERSION_TEXT=\"$debian_rustc\""
+mkdir -p "$scratch/rustc/drivers/gpu/drm/amd/amdgpu"
+: >"$scratch/rustc/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_RUSTC PATH="$scratch/bin:$PATH" \
+	sh "$tree/dkms-build.sh" 0.0.0-rustc "$scratch/rustc" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "built with '$debian_rustc'.*rustc is 'rustc 1.96.0.*Install rustc 1.85.1 (Debian 13: package rustc"
+check $? "build_step_refuses_another_rustc"
+
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO KFDP_RUSTC="$scratch/bin/rustc" \
+	sh "$tree/dkms-build.sh" 0.0.0-rustc "$scratch/rustc" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "found: $scratch/bin/rustc is 'rustc 1.96.0"
+check $? "build_step_refuses_a_named_rustc_that_is_not_the_kernels"
+
+for k in gcc gcc-missing clang-other bindgen; do
+	mkdir -p "$scratch/$k/drivers/gpu/drm/amd/amdgpu"
+	: >"$scratch/$k/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
+done
+gcc_text="x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"
+fake_kernel "$scratch/gcc" "CONFIG_CC_IS_GCC=y" "CONFIG_CC_IS_CLANG=n" "CONFIG_CC_VERSION_TEXT=\"$gcc_text\""
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO KFDP_LLVM=1 \
+	sh "$tree/dkms-build.sh" 0.0.0-gcc "$scratch/gcc" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "was built with GCC ('$gcc_text'), but LLVM=1 asks for clang"
+check $? "build_step_refuses_clang_for_a_gcc_kernel"
+
+fake_kernel "$scratch/gcc-missing" "CONFIG_CC_IS_GCC=y" "CONFIG_CC_IS_CLANG=n" \
+	'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-99 (Debian 99.1.0-1) 99.1.0"'
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LLVM \
+	sh "$tree/dkms-build.sh" 0.0.0-gcc "$scratch/gcc-missing" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "install x86_64-linux-gnu-gcc-99 (Debian: package gcc-99)"
+check $? "build_step_refuses_a_gcc_kernel_without_its_gcc"
+
+fake_kernel "$scratch/clang-other" "CONFIG_CLANG_VERSION=990100"
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LLVM \
+	sh "$tree/dkms-build.sh" 0.0.0-clang "$scratch/clang-other" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "install clang-99 (Debian: package clang-99)\|but clang.* is '"
+check $? "build_step_refuses_a_clang_kernel_without_its_clang"
+
+fake_kernel "$scratch/bindgen" 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 0.71.1"'
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_BINDGEN \
+	sh "$tree/dkms-build.sh" 0.0.0-bindgen "$scratch/bindgen" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "built with 'bindgen 0.71.1'.*Install bindgen 0.71.1 (Debian 13: package bindgen)"
+check $? "build_step_refuses_another_bindgen"
+
+# Headers without Rust metadata (Debian's), and no kernel source to make
+# it from: a refusal naming the package.
+fake_kernel "$scratch/nometa"
+rm -f "$scratch/nometa/rust/libkernel.rmeta"
+: >"$scratch/nometa/Module.symvers"
+mkdir -p "$scratch/nometa/drivers/gpu/drm/amd/amdgpu" "$scratch/nometa/include/config"
+: >"$scratch/nometa/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
+out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LINUX_SRC \
+	sh "$tree/dkms-build.sh" 0.0.0-nometa "$scratch/nometa" 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+refused_before_build "$out" "carry no Rust metadata.*install linux-source-0.0 (Debian)"
+check $? "build_step_refuses_headers_without_rust_metadata_or_source"
+
+# Rust metadata made by another rustc names the kernel crate's symbols
+# with another hash: the check of a prepared tree's exports against the
+# kernel's Module.symvers passes for the test kernel's own tree, and
+# refuses once one of the kernel's Rust symbols is renamed as another
+# rustc would name it.
+meta=$tree/scripts/kernel-rust-metadata.sh
+sym=$(awk '$2 ~ /^_R/ { print $2; exit }' "$kb/Module.symvers")
+sed "s/\t$sym\t/\t${sym}X\t/" "$kb/Module.symvers" >"$scratch/other-rustc.symvers"
+sh "$meta" --check-exports "$kb" "$kb/Module.symvers" >/dev/null 2>&1 && {
+	out=$(sh "$meta" --check-exports "$kb" "$scratch/other-rustc.symvers" 2>&1)
+	rc=$?
+	sed 's/^/# /' <<<"$out"
+	[ "$rc" != 0 ] && grep -q "1 Rust symbols it exports are not in .*(the first: $sym)" <<<"$out"
+}
+check $? "rust_metadata_of_another_rustc_is_refused"
+
+# The Makefile reads the kernel's compilers too: LLVM= for a GCC kernel is
+# refused before anything is compiled.
+out=$(make -C "$tree" KDIR="$scratch/gcc" LLVM=1 modules 2>&1)
+rc=$?
+sed 's/^/# /' <<<"$out"
+[ "$rc" != 0 ] && grep -q "but LLVM=1 asks for clang" <<<"$out" && ! grep -q 'RUSTC\|CC ' <<<"$out"
+check $? "makefile_refuses_other_compilers_than_the_kernels"
 
 echo "$((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
