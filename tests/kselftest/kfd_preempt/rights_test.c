@@ -78,11 +78,7 @@ TEST_F(node, devnode_root_and_group_only)
 	ASSERT_EQ(0, stat(KFDP_DEV, &st));
 	EXPECT_TRUE(S_ISCHR(st.st_mode));
 	EXPECT_EQ(0, st.st_uid);
-	if (st.st_gid == 0) {
-		EXPECT_EQ(0600, st.st_mode & 07777);
-	} else {
-		EXPECT_EQ(0660, st.st_mode & 07777);
-	}
+	EXPECT_EQ(st.st_gid ? 0660 : 0600, st.st_mode & 07777);
 }
 
 TEST_F(node, root_may_open)
