@@ -70,6 +70,14 @@ grep -q '^CONFIG_RUST=y' "$config" ||
 
 # The C compiler.
 cc_text=$(cfg CONFIG_CC_VERSION_TEXT)
+# BINARY must be installed (as NAME, from Debian's PACKAGE) and be the one
+# that printed CONFIG_CC_VERSION_TEXT.
+require_cc() {
+	command -v "$1" >/dev/null 2>&1 ||
+		die "Linux $kver was built with '$cc_text': install $2 (Debian: package $3)"
+	[ "$(version_of "$1")" = "$cc_text" ] ||
+		die "Linux $kver was built with '$cc_text', but $1 is '$(version_of "$1")'"
+}
 if grep -q '^CONFIG_CC_IS_GCC=y' "$config"; then
 	[ -z "${LLVM:-}" ] ||
 		die "Linux $kver was built with GCC ('$cc_text'), but LLVM=$LLVM asks for clang: a module must be built with the kernel's own compiler; drop LLVM="
@@ -78,10 +86,7 @@ if grep -q '^CONFIG_CC_IS_GCC=y' "$config"; then
 	*gcc*) ;;
 	*) die "Linux $kver: cannot tell the GCC binary from CONFIG_CC_VERSION_TEXT '$cc_text'" ;;
 	esac
-	command -v "$cc" >/dev/null 2>&1 ||
-		die "Linux $kver was built with '$cc_text': install $cc (Debian: package ${cc#*-linux-gnu-})"
-	[ "$(version_of "$cc")" = "$cc_text" ] ||
-		die "Linux $kver was built with '$cc_text', but $cc is '$(version_of "$cc")'"
+	require_cc "$cc" "$cc" "${cc#*-linux-gnu-}"
 	echo "CC=$cc"
 elif grep -q '^CONFIG_CC_IS_CLANG=y' "$config"; then
 	major=$(($(cfg CONFIG_CLANG_VERSION) / 10000))
@@ -104,10 +109,7 @@ elif grep -q '^CONFIG_CC_IS_CLANG=y' "$config"; then
 	-*) clang=clang$LLVM ;;
 	*) clang=${LLVM}clang ;;
 	esac
-	command -v "$clang" >/dev/null 2>&1 ||
-		die "Linux $kver was built with '$cc_text': install clang-$major (Debian: package clang-$major)"
-	[ "$(version_of "$clang")" = "$cc_text" ] ||
-		die "Linux $kver was built with '$cc_text', but $clang is '$(version_of "$clang")'"
+	require_cc "$clang" "clang-$major" "clang-$major"
 	echo "LLVM=$LLVM"
 else
 	die "Linux $kver: its .config names neither GCC nor clang (CONFIG_CC_IS_GCC, CONFIG_CC_IS_CLANG)"

@@ -157,81 +157,55 @@ check $? "build_step_builds_a_named_pair"
 # that names them before anything is compiled. Each stand-in kernel has its
 # amdgpu.ko in its tree, and the build step would go on to look for its
 # amdgpu source, which none has: a refusal must come before that.
-refused_before_build() { # OUT PATTERN
-	[ "$rc" != 0 ] && grep -q "$2" <<<"$1" && ! grep -q 'no amdgpu source' <<<"$1"
+# usage: build_step_refuses CASE KDIR PATTERN [env's arguments ...]
+build_step_refuses() {
+	local name=$1 kdir=$2 pattern=$3 out rc
+	shift 3
+	mkdir -p "$kdir/drivers/gpu/drm/amd/amdgpu"
+	: >"$kdir/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
+	out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO "$@" \
+		sh "$tree/dkms-build.sh" 0.0.0-test "$kdir" 2>&1)
+	rc=$?
+	sed 's/^/# /' <<<"$out"
+	[ "$rc" != 0 ] && grep -q "$pattern" <<<"$out" && ! grep -q 'no amdgpu source' <<<"$out"
+	check $? "$name"
 }
 debian_rustc='rustc 1.85.1 (4eb161250 2025-03-15) (built from a source tarball)'
 mkdir -p "$scratch/bin"
 printf '#!/bin/sh\necho "rustc 1.96.0 (ac68faa20 2026-05-25)"\n' >"$scratch/bin/rustc"
 chmod +x "$scratch/bin/rustc"
 fake_kernel "$scratch/rustc" "CONFIG_RUSTC_VERSION_TEXT=\"$debian_rustc\""
-mkdir -p "$scratch/rustc/drivers/gpu/drm/amd/amdgpu"
-: >"$scratch/rustc/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_RUSTC PATH="$scratch/bin:$PATH" \
-	sh "$tree/dkms-build.sh" 0.0.0-rustc "$scratch/rustc" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "built with '$debian_rustc'.*rustc is 'rustc 1.96.0.*Install rustc 1.85.1 (Debian 13: package rustc"
-check $? "build_step_refuses_another_rustc"
+build_step_refuses build_step_refuses_another_rustc "$scratch/rustc" \
+	"built with '$debian_rustc'.*rustc is 'rustc 1.96.0.*Install rustc 1.85.1 (Debian 13: package rustc" \
+	-u KFDP_RUSTC PATH="$scratch/bin:$PATH"
+build_step_refuses build_step_refuses_a_named_rustc_that_is_not_the_kernels "$scratch/rustc" \
+	"found: $scratch/bin/rustc is 'rustc 1.96.0" KFDP_RUSTC="$scratch/bin/rustc"
 
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO KFDP_RUSTC="$scratch/bin/rustc" \
-	sh "$tree/dkms-build.sh" 0.0.0-rustc "$scratch/rustc" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "found: $scratch/bin/rustc is 'rustc 1.96.0"
-check $? "build_step_refuses_a_named_rustc_that_is_not_the_kernels"
-
-for k in gcc gcc-missing clang-other bindgen; do
-	mkdir -p "$scratch/$k/drivers/gpu/drm/amd/amdgpu"
-	: >"$scratch/$k/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
-done
 gcc_text="x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0"
 fake_kernel "$scratch/gcc" "CONFIG_CC_IS_GCC=y" "CONFIG_CC_IS_CLANG=n" "CONFIG_CC_VERSION_TEXT=\"$gcc_text\""
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO KFDP_LLVM=1 \
-	sh "$tree/dkms-build.sh" 0.0.0-gcc "$scratch/gcc" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "was built with GCC ('$gcc_text'), but LLVM=1 asks for clang"
-check $? "build_step_refuses_clang_for_a_gcc_kernel"
+build_step_refuses build_step_refuses_clang_for_a_gcc_kernel "$scratch/gcc" \
+	"was built with GCC ('$gcc_text'), but LLVM=1 asks for clang" KFDP_LLVM=1
 
 fake_kernel "$scratch/gcc-missing" "CONFIG_CC_IS_GCC=y" "CONFIG_CC_IS_CLANG=n" \
 	'CONFIG_CC_VERSION_TEXT="x86_64-linux-gnu-gcc-99 (Debian 99.1.0-1) 99.1.0"'
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LLVM \
-	sh "$tree/dkms-build.sh" 0.0.0-gcc "$scratch/gcc-missing" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "install x86_64-linux-gnu-gcc-99 (Debian: package gcc-99)"
-check $? "build_step_refuses_a_gcc_kernel_without_its_gcc"
+build_step_refuses build_step_refuses_a_gcc_kernel_without_its_gcc "$scratch/gcc-missing" \
+	"install x86_64-linux-gnu-gcc-99 (Debian: package gcc-99)" -u KFDP_LLVM
 
 fake_kernel "$scratch/clang-other" "CONFIG_CLANG_VERSION=990100"
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LLVM \
-	sh "$tree/dkms-build.sh" 0.0.0-clang "$scratch/clang-other" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "install clang-99 (Debian: package clang-99)\|but clang.* is '"
-check $? "build_step_refuses_a_clang_kernel_without_its_clang"
+build_step_refuses build_step_refuses_a_clang_kernel_without_its_clang "$scratch/clang-other" \
+	"install clang-99 (Debian: package clang-99)\|but clang.* is '" -u KFDP_LLVM
 
 fake_kernel "$scratch/bindgen" 'CONFIG_BINDGEN_VERSION_TEXT="bindgen 0.71.1"'
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_BINDGEN \
-	sh "$tree/dkms-build.sh" 0.0.0-bindgen "$scratch/bindgen" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "built with 'bindgen 0.71.1'.*Install bindgen 0.71.1 (Debian 13: package bindgen)"
-check $? "build_step_refuses_another_bindgen"
+build_step_refuses build_step_refuses_another_bindgen "$scratch/bindgen" \
+	"built with 'bindgen 0.71.1'.*Install bindgen 0.71.1 (Debian 13: package bindgen)" -u KFDP_BINDGEN
 
 # Headers without Rust metadata (Debian's), and no kernel source to make
 # it from: a refusal naming the package.
 fake_kernel "$scratch/nometa"
 rm -f "$scratch/nometa/rust/libkernel.rmeta"
 : >"$scratch/nometa/Module.symvers"
-mkdir -p "$scratch/nometa/drivers/gpu/drm/amd/amdgpu" "$scratch/nometa/include/config"
-: >"$scratch/nometa/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"
-out=$(env -u KFDP_AMDGPU_SRC -u KFDP_AMDGPU_KO -u KFDP_LINUX_SRC \
-	sh "$tree/dkms-build.sh" 0.0.0-nometa "$scratch/nometa" 2>&1)
-rc=$?
-sed 's/^/# /' <<<"$out"
-refused_before_build "$out" "carry no Rust metadata.*install linux-source-0.0 (Debian)"
-check $? "build_step_refuses_headers_without_rust_metadata_or_source"
+build_step_refuses build_step_refuses_headers_without_rust_metadata_or_source "$scratch/nometa" \
+	"carry no Rust metadata.*install linux-source-0.0 (Debian)" -u KFDP_LINUX_SRC
 
 # Rust metadata made by another rustc names the kernel crate's symbols
 # with another hash: the check of a prepared tree's exports against the
