@@ -48,6 +48,9 @@ KFDP_TOOLCHAIN := $(shell LLVM='$(LLVM)' RUSTC='$(RUSTC)' BINDGEN='$(BINDGEN)' \
 ifneq ($(filter KFDP_REFUSED,$(KFDP_TOOLCHAIN)),)
 $(error not building for $(KDIR) with other compilers than its own (above))
 endif
+ifeq ($(wildcard $(KDIR)/rust/libkernel.rmeta),)
+$(error $(KDIR) has no Rust metadata (rust/libkernel.rmeta; Debian's headers have none): build against the tree that sudo scripts/kernel-rust-metadata.sh $$(uname -r) $(KDIR) prepares from the kernel's source (Documentation/building.rst))
+endif
 endif
 endif
 

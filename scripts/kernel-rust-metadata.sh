@@ -26,7 +26,9 @@
 # Environment:
 #   KFDP_LINUX_SRC     the kernel's source: a linux-source-X.Y.tar.xz or an
 #                      unpacked tree (default /usr/src/linux-source-X.Y.tar.xz,
-#                      or the directory of that name)
+#                      or the directory of that name); its version must be
+#                      KVER's. A tree is keyed by its top-level listing only:
+#                      after editing one, remove the cached tree.
 #   KFDP_KERNEL_CACHE  where prepared trees are kept, one per kernel release
 #                      (default /var/cache/kfd-preempt/kernels)
 #   LLVM, RUSTC, BINDGEN  as for kernel-toolchain.sh
@@ -46,8 +48,10 @@ check_exports() {
 	tree=$1 symvers=$2
 	set -- "$tree"/rust/exports_*_generated.h
 	[ -r "$1" ] || die "$tree has no rust/exports_*_generated.h: its Rust support was not built"
+	[ -s "$symvers" ] || die "$symvers is empty: the kernel's exported symbols are unknown"
 	missing=$(sed -n 's/^EXPORT_SYMBOL_RUST_GPL(\(.*\));$/\1/p' "$@" | sort -u |
-		awk 'NR == FNR { have[$2] = 1; next } !($1 in have) { n++; if (n == 1) first = $1 }
+		awk 'FILENAME == ARGV[1] { have[$2] = 1; next }
+			!($1 in have) { n++; if (n == 1) first = $1 }
 			END { if (n) print n, first }' "$symvers" -)
 	if [ -n "$missing" ]; then
 		die "the Rust metadata of $tree does not match the kernel: ${missing%% *} Rust symbols it exports are not in $symvers (the first: ${missing#* }); it was made by another rustc or from another source than the kernel's own"
@@ -106,19 +110,30 @@ log "the headers of Linux $kver carry no Rust metadata: making it from $src with
 # preparation is redone incrementally).
 src_key=$(ls -lL --time-style=+%s "$src" | sha256sum | cut -d' ' -f1)
 if [ ! -e "$cache/unpacked" ] || [ "$(cat "$cache/unpacked")" != "$src_key" ]; then
-	rm -rf "$cache"
+	# Beside the tree in use, which stays until this one proves to be of
+	# the same kernel version (Debian updates linux-source-X.Y in place:
+	# after 7.3.5 came, it is no longer 7.3.4's source).
 	mkdir -p "$cache"
+	rm -rf "$cache/linux.new"
 	if [ -d "$src" ]; then
-		ln -s "$(cd "$src" && pwd)" "$cache/linux"
+		ln -s "$(cd "$src" && pwd)" "$cache/linux.new"
 	else
-		mkdir -p "$cache/linux"
-		tar -C "$cache/linux" --strip-components=1 -xf "$src"
+		mkdir -p "$cache/linux.new"
+		tar -C "$cache/linux.new" --strip-components=1 -xf "$src"
 	fi
+	[ -r "$cache/linux.new/Makefile" ] || die "$src is not a kernel source tree"
+	src_version=$(make -s -C "$cache/linux.new" kernelversion 2>/dev/null)
+	kver_version=$(echo "$kver" | sed 's/[^0-9.].*//')
+	if [ "$src_version" != "$kver_version" ]; then
+		rm -rf "$cache/linux.new"
+		die "$src is Linux ${src_version:-of no version}, not $kver_version: the Rust metadata and amdgpu's structures of Linux $kver must come from that kernel's own source (set KFDP_LINUX_SRC to it)"
+	fi
+	rm -rf "$cache/linux" "$cache/build"
+	mv "$cache/linux.new" "$cache/linux"
 	echo "$src_key" >"$cache/unpacked"
 fi
 rm -f "$cache/ready"
 mkdir -p "$cache/build"
-[ -r "$cache/linux/Makefile" ] || die "$src is not a kernel source tree"
 cp "$kdir/.config" "$cache/build/.config"
 # The kernel's Rust library source (core is compiled here): the rustc's own.
 rustc=$(echo "$toolchain" | sed -n 's/^RUSTC=//p')
@@ -132,7 +147,10 @@ kmake() {
 		RUST_LIB_SRC="$rust_lib_src" "$@" >>"$cache/make.log" 2>&1
 }
 : >"$cache/make.log"
-kmake olddefconfig || die "make olddefconfig failed for Linux $kver (the log: $cache/make.log)"
+if ! kmake olddefconfig; then
+	tail -n 15 "$cache/make.log" >&2
+	die "make olddefconfig failed for Linux $kver (a kernel build's tools: flex, bison, bc, libelf-dev, libssl-dev, openssl; the log: $cache/make.log)"
+fi
 # Kconfig drops CONFIG_RUST silently when it finds the Rust toolchain
 # unusable here (rust_is_available.sh: rustc, bindgen and its libclang,
 # the library source): say why rather than that the configuration differs.
@@ -146,10 +164,14 @@ if ! kmake -j"$jobs" modules_prepare; then
 	die "making the Rust metadata of Linux $kver failed (the whole log: $cache/make.log)"
 fi
 
-# The same kernel: the configuration the build generated is the headers' own.
-for f in include/generated/autoconf.h include/generated/rustc_cfg include/config/kernel.release; do
-	cmp -s "$kdir/$f" "$cache/build/$f" ||
-		die "$src with the headers' .config does not give Linux $kver's own $f: it is not that kernel's source (or not its compilers)"
+# The same kernel: the configuration the build generated is the headers'
+# own. Kconfig probes the build host too (CONFIG_OPENSSL_SUPPORTS_ML_DSA
+# asks openssl), so a missing tool shows here, named by the lines that differ.
+for f in include/generated/autoconf.h include/generated/rustc_cfg; do
+	if ! cmp -s "$kdir/$f" "$cache/build/$f"; then
+		diff "$kdir/$f" "$cache/build/$f" | grep '^[<>]' | head -n 8 >&2
+		die "$src with the headers' .config does not give Linux $kver's own $f (the lines above: < the kernel's, > made here): another source, other compilers, or a tool Kconfig probes (openssl, pahole from dwarves) missing here"
+	fi
 done
 [ -r "$cache/build/rust/libkernel.rmeta" ] && [ -r "$cache/build/scripts/target.json" ] ||
 	die "making the Rust metadata of Linux $kver produced no rust/libkernel.rmeta (the log: $cache/make.log)"

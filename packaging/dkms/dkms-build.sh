@@ -106,7 +106,9 @@ make -C "$here" KDIR="$kdir" $toolchain AMDGPU_SRC="$amd" AMDGPU_KO="$ko" \
 
 # The module binds to the kernel's Rust symbols by name: each one it
 # imports must be one the kernel exports (modpost checked the C ones).
+[ -s "$kdir/Module.symvers" ] || die "$kdir/Module.symvers is empty or missing"
 undefined=$(nm -u "$here/kfd_preempt.ko" | awk '$2 ~ /^_R/ { print $2 }' | sort -u |
-	awk 'NR == FNR { have[$2] = 1; next } !($1 in have)' "$kdir/Module.symvers" - | head -n 3)
+	awk 'FILENAME == ARGV[1] { have[$2] = 1; next } !($1 in have)' "$kdir/Module.symvers" - |
+	head -n 3)
 [ -z "$undefined" ] ||
 	die "kfd_preempt.ko imports Rust symbols Linux $kver does not export ($(echo $undefined)): it was built by another rustc than the kernel's"

@@ -191,7 +191,8 @@ fake_kernel "$scratch/gcc-missing" "CONFIG_CC_IS_GCC=y" "CONFIG_CC_IS_CLANG=n" \
 build_step_refuses build_step_refuses_a_gcc_kernel_without_its_gcc "$scratch/gcc-missing" \
 	"install x86_64-linux-gnu-gcc-99 (Debian: package gcc-99)" -u KFDP_LLVM
 
-fake_kernel "$scratch/clang-other" "CONFIG_CLANG_VERSION=990100"
+fake_kernel "$scratch/clang-other" "CONFIG_CLANG_VERSION=990100" \
+	'CONFIG_CC_VERSION_TEXT="Debian clang version 99.1.0 (1)"'
 build_step_refuses build_step_refuses_a_clang_kernel_without_its_clang "$scratch/clang-other" \
 	"install clang-99 (Debian: package clang-99)\|but clang.* is '" -u KFDP_LLVM
 
