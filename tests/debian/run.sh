@@ -136,6 +136,13 @@ for t in kfdp-scenario kfd_preempt_vm_tests; do
 	install -m 0755 "$KFDP_ROOT/out/userspace/bin/$t" "$root/kfdp/extra/$t" ||
 		kfdp_die "out/userspace/bin/$t missing: run scripts/build-userspace.sh"
 done
+# The hardware kit's programs and code objects, for its dry run
+# (hw_kit_dry_run; scripts/build-hw-kit.sh), as in the test VM.
+if [ -d "$KFDP_ROOT/out/hw/bin" ]; then
+	install -m 0755 "$KFDP_ROOT"/out/hw/bin/* "$root/kfdp/extra/"
+	mkdir -p "$root/kfdp/hw"
+	[ -d "$KFDP_ROOT/out/hw/kernels" ] && cp -r "$KFDP_ROOT/out/hw/kernels" "$root/kfdp/hw/"
+fi
 install -m 0755 "$here/guest-run" "$root/kfdp/guest-run"
 install -m 0644 "$here/kfdp-debian-test.service" "$root/etc/systemd/system/"
 ln -sf ../kfdp-debian-test.service "$root/etc/systemd/system/multi-user.target.wants/"
