@@ -13,8 +13,8 @@
 #
 # The prepared tree is checked before use, so that a wrong source or rustc
 # is a refusal here and not a module that fails to load:
-#   * its generated configuration (autoconf.h, rustc_cfg, the release) is
-#     byte for byte the headers' own;
+#   * its source is of KVER's version, and its generated configuration
+#     (autoconf.h, rustc_cfg) is byte for byte the headers' own;
 #   * every Rust symbol its kernel crate exports is one the kernel exports
 #     (the headers' Module.symvers): the symbols' names carry a hash of
 #     the rustc version, so this fails for any other rustc.
