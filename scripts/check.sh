@@ -137,7 +137,7 @@ else
 fi
 
 # The motivating scenario (make scenario) with and without kfd-preemptd:
-# one case per criterion of its report.
+# one case per check of its report (ratios of the run's own numbers).
 suite scenario tests/vm/scenario_check.sh
 
 # The module as DKMS builds it for an operator, loaded in the VM.

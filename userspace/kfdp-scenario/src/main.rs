@@ -7,7 +7,8 @@
 //! * `be`: a best-effort tenant keeping long dispatches queued on a
 //!   priority-1 ring; writes the node time it got done.
 //! * `report`: compares alone / together / with the daemon against the
-//!   contention model and the criteria (exit status 1 if any fails).
+//!   contention model and the criteria (exit status 1 if any fails),
+//!   and computes the wider, run-relative checks `make check` judges.
 //! * `detect`: how fast and at what CPU cost a scheduler learns that a
 //!   queue got work: ARM (the module's timer and an eventfd) vs polling
 //!   SAMPLE vs spinning on it, against a tenant in another process.
@@ -212,6 +213,7 @@ fn run_report(
             "predicted_together_p99_ms": evaluation.predicted_together_p99_ms,
             "criteria": evaluation.criteria,
             "pass": evaluation.all_pass(),
+            "checks": evaluation.checks,
         });
         results::write_json(path, &value)?;
     }
