@@ -42,4 +42,5 @@ gcc "${cflags[@]}" -o "$ksft/capi_example_shared" "$capi/examples/preempt_sim_te
 	-L"$lib" -Wl,-rpath,"$lib" -lkfdpreempt
 install -m 0755 "$KFDP_ROOT/tests/vm/crate_vm_test.sh" "$ksft/crate_vm_test"
 install -m 0755 "$KFDP_ROOT/tests/vm/cli_test.sh" "$ksft/cli_test"
+install -m 0755 "$KFDP_ROOT/tests/vm/doctor_test.sh" "$ksft/doctor_test"
 install -m 0755 "$KFDP_ROOT/tests/vm/daemon_test.sh" "$ksft/daemon_test"

@@ -9,6 +9,7 @@
 //! arrives, or `kfd-preempt resume`/`thaw` asks them to release.
 
 mod daemon;
+mod doctor;
 mod hold;
 mod list;
 mod registry;
@@ -21,6 +22,8 @@ use kfd_preempt::Device;
 
 /// Exit status when the command ran but some queues failed.
 const EXIT_PARTIAL: u8 = 3;
+/// Exit status of `doctor` when a check failed.
+const EXIT_NOT_READY: u8 = 4;
 
 #[derive(Parser)]
 #[command(
@@ -28,7 +31,7 @@ const EXIT_PARTIAL: u8 = 3;
     version,
     about = "Take amdkfd user-mode queues off the GPU and put them back (/dev/kfd_preempt)",
     after_help = "Exit status: 0 success; 1 error (the message says what to do); 2 usage; \
-                  3 some queues failed (listed).\n\
+                  3 some queues failed (listed); 4 doctor: the host is not ready.\n\
                   A preemption lasts as long as the kfd-preempt process holding it."
 )]
 struct Cli {
@@ -117,6 +120,15 @@ enum Command {
     /// Show what kfd-preemptd is doing, from its statistics file: mode,
     /// counters, tenants and the reaction-latency histogram.
     Daemon(daemon::DaemonArgs),
+    /// Whether this host can run kfd_preempt: one line per check (kernel,
+    /// its config, headers, compilers, Rust metadata, DKMS, amdgpu, the
+    /// layout gate, the module, its device, Secure Boot, the daemon), each
+    /// failing one with its fix. Exit status 0 ready, 4 not ready.
+    Doctor {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -131,6 +143,7 @@ fn parse_u32(s: &str) -> Result<u32, String> {
 enum Done {
     Ok,
     Partial,
+    NotReady,
 }
 
 /// A command's result; errors are printed as they are and exit with 1.
@@ -186,7 +199,20 @@ fn run(cli: Cli) -> CliResult {
         Command::Thaw { pid } => registry::release(pid, registry::Hold::Freeze),
         Command::Stats(args) => stats::run(&args),
         Command::Daemon(args) => daemon::run(&args),
+        Command::Doctor { json } => doctor(json),
     }
+}
+
+fn doctor(json: bool) -> CliResult {
+    let checks = doctor::run_checks(&doctor::Host::real());
+    let ready = doctor::ready(&checks);
+    if json {
+        let v = serde_json::json!({ "ready": ready, "checks": checks });
+        println!("{v:#}");
+    } else {
+        print!("{}", doctor::render(&checks));
+    }
+    Ok(if ready { Done::Ok } else { Done::NotReady })
 }
 
 fn main() -> ExitCode {
@@ -194,6 +220,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(Done::Ok) => ExitCode::SUCCESS,
         Ok(Done::Partial) => ExitCode::from(EXIT_PARTIAL),
+        Ok(Done::NotReady) => ExitCode::from(EXIT_NOT_READY),
         Err(e) => {
             eprintln!("kfd-preempt: {e}");
             ExitCode::FAILURE
