@@ -24,6 +24,7 @@
 //!   device `/dev/kfd_preempt_sim`; [`backend::mux`] puts both behind
 //!   `/dev/kfd_preempt`;
 //! * [`activity`], [`umem`]: activity detection (WATCH, SAMPLE, ARM);
+//! * [`layout`]: the layout gate, amdkfd's fields against amdgpu's BTF;
 //! * [`pm`]: what hibernation must wait for;
 //! * [`trace`]: the `kfd_preempt:*` trace events (defined in `glue/`);
 //! * [`stats`]: debugfs `stats` and `attachments`, for operators.
@@ -47,6 +48,7 @@ mod backend;
 mod compat;
 mod engine;
 mod ioctl;
+mod layout;
 mod pm;
 mod stats;
 mod trace;
@@ -76,12 +78,16 @@ struct KfdPreemptModule {
     _stats: kernel::debugfs::File<()>,
     #[pin]
     _attachments: kernel::debugfs::File<()>,
+    #[pin]
+    _layout_file: kernel::debugfs::File<()>,
     _debugfs: Dir,
     /// Frees the global tables' memory once the device (and so every
     /// owner) is gone.
     _globals: GlobalsReset,
-    /// Last: dropped once no owner can reach the glue any more.
+    /// Dropped once no owner can reach the glue any more.
     _glue: GlueState,
+    /// Tells amdgpu's loads apart for the layout gate.
+    _layout: layout::Notifier,
 }
 
 /// Statics are never dropped: at unload, after the misc device and the
@@ -187,6 +193,8 @@ impl kernel::InPlaceModule for KfdPreemptModule {
         unsafe { backend::sim::SIM_SLOT.init() };
         // SAFETY: As above.
         unsafe { stats::OPEN.init() };
+        // SAFETY: As above.
+        unsafe { layout::VERDICT.init() };
         // SAFETY: Returns a pointer to a static, NUL-terminated string.
         let srcversion = unsafe { CStr::from_char_ptr(glue::kfdp_amdgpu_built_srcversion()) };
         pr_info!(
@@ -203,12 +211,16 @@ impl kernel::InPlaceModule for KfdPreemptModule {
         }
         let debugfs = Dir::new(c"kfd_preempt");
         try_pin_init!(Self {
+            // First, before anything can attach: an amdgpu loaded now with
+            // another layout than the glue's refuses the load.
+            _layout: layout::Notifier::register_and_gate()?,
             _sim: sim_parts(&debugfs)?,
             _misc <- MiscDeviceRegistration::register(MiscDeviceOptions {
                 name: c"kfd_preempt",
             }),
             _stats <- debugfs.read_callback_file(c"stats", (), &stats::stats),
             _attachments <- debugfs.read_callback_file(c"attachments", (), &stats::attachments),
+            _layout_file <- debugfs.read_callback_file(c"layout", (), &layout::show),
             _debugfs: debugfs,
             _globals: GlobalsReset,
             _glue: GlueState::new()?,

@@ -78,6 +78,8 @@ impl Backend for AmdKfd {
     }
 
     fn attach(&self, kind: u32, fd: i32, pid: i32) -> Result<Target> {
+        // amdgpu may have come (or come back) since the load's check.
+        let checked = crate::layout::gate()?;
         let mut ptr: *mut glue::kfdp_target = core::ptr::null_mut();
         let r = match kind {
             // SAFETY: `ptr` is a valid place for the glue's result.
@@ -88,7 +90,13 @@ impl Backend for AmdKfd {
         };
         errno(r)?;
         // INVARIANT: On success the glue returned a pinned target.
-        NonNull::new(ptr).map(|ptr| Target { ptr }).ok_or(EINVAL)
+        let target = NonNull::new(ptr).map(|ptr| Target { ptr }).ok_or(EINVAL)?;
+        // The pin holds amdgpu now; if it was reloaded between the gate and
+        // the pin, this one was never checked (dropping the target unpins).
+        if crate::layout::generation() != checked {
+            return Err(EAGAIN);
+        }
+        Ok(target)
     }
 
     fn info(&self, t: &Target) -> TargetInfo {

@@ -88,6 +88,25 @@ const char *kfdp_amdkfd_unreviewed(void);
 bool kfdp_module_get(void);
 void kfdp_module_put(void);
 
+/*
+ * The layout gate (kfdp_layout.c, src/layout.rs): where this build places
+ * each amdkfd field it touches; the running kernel's BTF of a module
+ * (vfree'd by kfdp_btf_free); a count of amdgpu loads and unloads.
+ */
+struct kfdp_glue_field {
+	const char *type_name;
+	const char *member;
+	__u32 offset;
+	__u32 size;
+};
+
+const struct kfdp_glue_field *kfdp_layout_fields(__u32 *n);
+int kfdp_btf_read(const char *name, void **buf, size_t *size);
+void kfdp_btf_free(void *buf);
+__u64 kfdp_amdgpu_generation_now(void);
+int kfdp_layout_register(void);
+void kfdp_layout_unregister(void);
+
 /* Hibernation (kfdp_pm.c): the notifier that asks src/pm.rs. */
 int kfdp_pm_register(void);
 void kfdp_pm_unregister(void);

@@ -119,6 +119,23 @@ for k in "${kernels[@]}"; do
 		kfdp_die "DKMS did not build and install kfd_preempt for $k ($out/apt-install.log)"
 	fi
 done
+# The layout gate's refusal (guest-run's layout-gate-refuses-shifted): the
+# package's source built as DKMS builds it, but with KFDP_TEST_SHIFT_LAYOUT=1
+# (Kbuild), whose struct queue_properties starts 8 bytes later, as a glue
+# built against another amdgpu's source would see it.
+mkdir -p "$root/kfdp/shifted"
+for k in "${kernels[@]}"; do
+	kfdp_log "building kfd_preempt with a shifted amdkfd layout for $k"
+	if ! chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+		KFDP_MAKE_ARGS=KFDP_TEST_SHIFT_LAYOUT=1 sh -c 'rm -rf /tmp/shifted &&
+		cp -r /usr/src/kfd_preempt-*/ /tmp/shifted && cd /tmp/shifted &&
+		sh ./dkms-build.sh "$1" "/lib/modules/$1/build"' sh "$k" >"$out/shifted-$k.log" 2>&1; then
+		tail -n 30 "$out/shifted-$k.log"
+		kfdp_die "the shifted-layout variant of kfd_preempt did not build for $k ($out/shifted-$k.log)"
+	fi
+	cp "$root/tmp/shifted/kfd_preempt.ko" "$root/kfdp/shifted/$k.ko"
+done
+rm -rf "$root/tmp/shifted"
 grep -h 'kfd_preempt (dkms):\|kfd_preempt:' "$root"/var/lib/dkms/kfd_preempt/*/*/*/log/make.log \
 	2>/dev/null | sed 's/^/# /' || true
 umount_chroot

@@ -124,7 +124,15 @@ impl Host {
                     .is_some_and(|n| n.starts_with(prefix) && n.ends_with(suffix))
             })
             .collect();
-        names.sort();
+        // kfd_preempt-0.10.0 after kfd_preempt-0.9.0: numbers compare as
+        // numbers.
+        let key = |p: &PathBuf| -> Vec<u64> {
+            p.to_string_lossy()
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        };
+        names.sort_by_key(key);
         names.pop()
     }
 }
@@ -458,27 +466,28 @@ fn device(h: &Host, module_loaded: bool) -> Check {
         Err(e) => return check("device", Status::Fail, format!("/dev/kfd_preempt: {e}")),
     };
     let mode = meta.mode() & 0o777;
-    let Some(gid) = group_id(h, GROUP) else {
-        return check(
-            "device",
-            Status::Fail,
-            format!("no group {GROUP}: only root can use /dev/kfd_preempt"),
-        )
-        .fix(format!(
-            "groupadd --system {GROUP} (kfd-preempt-dkms's postinst does), then udevadm trigger"
-        ));
-    };
-    if mode != 0o660 || meta.gid() != gid {
+    let gid = group_id(h, GROUP);
+    if mode != 0o660 || gid != Some(meta.gid()) {
+        let group = match gid {
+            Some(_) => String::new(),
+            None => format!(" (there is no group {GROUP})"),
+        };
         return check(
             "device",
             Status::Fail,
             format!(
-                "/dev/kfd_preempt is mode {mode:o}, gid {}: not 660 root:{GROUP}",
+                "/dev/kfd_preempt is mode {mode:o}, gid {}: not 660 root:{GROUP}{group}",
                 meta.gid()
             ),
         )
-        .fix("udevadm trigger --name-match=kfd_preempt (the package's rule, /usr/lib/udev/rules.d/70-kfd-preempt.rules, sets it)");
+        .fix(match gid {
+            Some(_) => "udevadm trigger --name-match=kfd_preempt (the package's rule, /usr/lib/udev/rules.d/70-kfd-preempt.rules, sets it)".to_string(),
+            None => format!("groupadd --system {GROUP} (kfd-preempt-dkms's postinst does), then udevadm trigger --name-match=kfd_preempt"),
+        });
     }
+    let Some(gid) = gid else {
+        return check("device", Status::Fail, format!("no group {GROUP}"));
+    };
     if h.uid != 0 && !h.groups.contains(&gid) {
         return check(
             "device",
@@ -511,29 +520,41 @@ fn secure_boot(h: &Host, module_loaded: bool) -> Check {
             "Secure Boot off, lockdown none: module signatures are not enforced",
         );
     }
-    let signer = (h.run)("modinfo", &["-F", "signer", "kfd_preempt"])
-        .filter(|r| r.ok)
-        .map(|r| r.stdout.trim().to_string())
-        .unwrap_or_default();
     let state = format!(
         "Secure Boot {}, lockdown {lockdown}",
         if sb_on { "on" } else { "off" }
     );
-    if !signer.is_empty() {
-        let c = check(
-            "secure-boot",
-            Status::Ok,
-            format!("{state}: kfd_preempt is signed by {signer}"),
-        );
-        return if module_loaded {
-            c
+    if module_loaded {
+        // Loaded under enforcement: the kernel accepted its signature.
+        let unsigned = h
+            .read("/sys/module/kfd_preempt/taint")
+            .is_some_and(|t| t.contains('E'));
+        return if unsigned {
+            check(
+                "secure-boot",
+                Status::Warn,
+                format!("{state}, and the loaded kfd_preempt is unsigned (taint E)"),
+            )
+            .fix("have DKMS sign it (its mok_signing_key) and enrol the key: mokutil --import /var/lib/dkms/mok.pub")
         } else {
-            Check {
-                status: Status::Warn,
-                ..c
-            }
-            .fix("if modprobe says 'Key was rejected', enrol DKMS's key: mokutil --import /var/lib/dkms/mok.pub, then reboot")
+            check(
+                "secure-boot",
+                Status::Ok,
+                format!("{state}: kfd_preempt is loaded, its signature accepted"),
+            )
         };
+    }
+    let signer = (h.run)("modinfo", &["-F", "signer", "kfd_preempt"])
+        .filter(|r| r.ok)
+        .map(|r| r.stdout.trim().to_string())
+        .unwrap_or_default();
+    if !signer.is_empty() {
+        return check(
+            "secure-boot",
+            Status::Warn,
+            format!("{state}: kfd_preempt is signed by {signer}"),
+        )
+        .fix("if modprobe says 'Key was rejected', enrol DKMS's key: mokutil --import /var/lib/dkms/mok.pub, then reboot");
     }
     check(
         "secure-boot",
@@ -648,6 +669,8 @@ mod tests {
                 std::os::unix::fs::PermissionsExt::from_mode(0o660),
             )
             .unwrap();
+            // gpusched is whichever group the file was created with.
+            let gid = fs::metadata(f.dir.join("dev/kfd_preempt")).unwrap().gid();
             f.write("etc/group", &format!("root:x:0:\n{GROUP}:x:{gid}:\n"));
             f.write(
                 "sys/kernel/security/lockdown",
@@ -754,6 +777,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.status(&[], "device").0, Status::Fail);
+        // Without the group (the test VM has no /etc/group) the mode is
+        // still what the message names.
+        f.remove("etc/group");
+        let c = device(&f.host(&[]), true);
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.detail.contains("mode 666") && c.detail.contains("no group"),
+            "{c:?}"
+        );
 
         f.remove("var/cache/kfd-preempt");
         let (s, fix) = f.status(&[], "rust-metadata");
@@ -802,7 +834,10 @@ mod tests {
         var.push(1);
         fs::create_dir_all(f.dir.join(SECURE_BOOT_VAR).parent().unwrap()).unwrap();
         fs::write(f.dir.join(SECURE_BOOT_VAR), var).unwrap();
-        assert_eq!(f.status(&[], "secure-boot").0, Status::Fail);
+        // Loaded: the kernel accepted it.
+        assert_eq!(f.status(&[], "secure-boot").0, Status::Ok);
+        // Not loaded and unsigned: it will not load.
+        assert_eq!(secure_boot(&f.host(&[]), false).status, Status::Fail);
         f.write(
             "sys/kernel/security/lockdown",
             "none [integrity] confidentiality\n",
@@ -819,6 +854,15 @@ mod tests {
         assert_eq!(f.status(&[], "daemon").0, Status::Warn);
         f.remove("run/kfd-preemptd");
         assert_eq!(f.status(&[], "daemon").0, Status::Warn);
+    }
+
+    #[test]
+    fn the_newest_dkms_tree_is_found_by_number() {
+        let f = Fake::new("versions");
+        f.write("usr/src/kfd_preempt-0.10.0/x", "");
+        f.write("usr/src/kfd_preempt-0.9.0/x", "");
+        let p = f.host(&[]).glob("/usr/src", "kfd_preempt-", "").unwrap();
+        assert!(p.ends_with("kfd_preempt-0.10.0"), "{p:?}");
     }
 
     #[test]
