@@ -641,9 +641,6 @@ mod tests {
                 std::env::temp_dir().join(format!("kfdp-doctor-{}-{tag}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
             let f = Fake { dir };
-            let gid = fs::metadata(std::env::temp_dir())
-                .map(|m| m.gid())
-                .unwrap_or(0);
             f.write("proc/sys/kernel/osrelease", "7.3.4+deb13-amd64\n");
             f.write(
                 "boot/config-7.3.4+deb13-amd64",
