@@ -148,6 +148,22 @@ fn glue_fields() -> Result<KVVec<Field<'static>>> {
     Ok(out)
 }
 
+/// An errno's name as dmesg and debugfs say it, for those this gate meets
+/// (whether or not the kernel has `CONFIG_SYMBOLIC_ERRNAME`).
+fn errno_name(e: Error) -> &'static str {
+    [
+        (ENOENT, "ENOENT"),
+        (EPERM, "EPERM"),
+        (EACCES, "EACCES"),
+        (EINVAL, "EINVAL"),
+        (ENOMEM, "ENOMEM"),
+        (EFBIG, "EFBIG"),
+    ]
+    .into_iter()
+    .find(|(known, _)| *known == e)
+    .map_or("errno", |(_, name)| name)
+}
+
 /// What the gate concluded about the amdgpu loaded now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
@@ -168,8 +184,9 @@ fn check() -> Result<Verdict> {
         Err(e) if e == ENOMEM => return Err(e),
         Err(e) => {
             pr_info!(
-                "amdgpu's layout not checked: no kernel BTF (/sys/kernel/btf/vmlinux: {:?}; CONFIG_DEBUG_INFO_BTF=n?); the build-time checks stand\n",
-                e
+                "amdgpu's layout not checked: no kernel BTF (/sys/kernel/btf/vmlinux: {} {}; CONFIG_DEBUG_INFO_BTF=n?); the build-time checks stand\n",
+                errno_name(e),
+                e.to_errno()
             );
             return Ok(Verdict::Unchecked(e));
         }
@@ -179,8 +196,9 @@ fn check() -> Result<Verdict> {
         Err(e) if e == ENOMEM => return Err(e),
         Err(e) => {
             pr_info!(
-                "amdgpu's layout not checked yet: no /sys/kernel/btf/amdgpu ({:?}: amdgpu not loaded, or built without BTF); checked again at attach\n",
-                e
+                "amdgpu's layout not checked yet: no /sys/kernel/btf/amdgpu ({} {}: amdgpu not loaded, or built without BTF); checked again at attach\n",
+                errno_name(e),
+                e.to_errno()
             );
             return Ok(Verdict::Unchecked(e));
         }
@@ -200,8 +218,9 @@ fn check() -> Result<Verdict> {
         Err(e) if e == ENOMEM => Err(e),
         Err(e) => {
             pr_warn!(
-                "amdgpu's layout not checked: its BTF could not be read ({:?}); the build-time checks stand\n",
-                e
+                "amdgpu's layout not checked: its BTF could not be read ({} {}); the build-time checks stand\n",
+                errno_name(e),
+                e.to_errno()
             );
             Ok(Verdict::Unchecked(e))
         }
@@ -296,7 +315,7 @@ pub(crate) fn show(_: &(), f: &mut core::fmt::Formatter<'_>) -> core::fmt::Resul
         Some((g, v)) if g == generation => match v {
             Verdict::Matches(n) => writeln!(f, "matches {n}"),
             Verdict::Refused => writeln!(f, "refused"),
-            Verdict::Unchecked(e) => writeln!(f, "unchecked {e:?}"),
+            Verdict::Unchecked(e) => writeln!(f, "unchecked {} {}", errno_name(e), e.to_errno()),
         },
         _ => writeln!(f, "unchecked amdgpu-reloaded"),
     }
