@@ -38,9 +38,15 @@ check $? "doctor's exit status ($rc) and last line agree with its FAIL lines ($f
 [ $jrc = $rc ] && grep -q '"ready": ' /tmp/doctor.json && [ "$(grep -c '"name": ' /tmp/doctor.json)" = 12 ]
 check $? "doctor --json has the same verdict and all 12 checks"
 
-[ "$(status module /tmp/doctor.json)" = ok ] &&
-	grep -q "^ok   module  .*kfd_preempt.* loaded; .*sim_nodes=" /tmp/doctor.txt
-check $? "module: loaded, with its parameters"
+# Every parameter sysfs shows, with its value.
+line=$(grep "^ok   module " /tmp/doctor.txt)
+all=0
+for p in /sys/module/kfd_preempt/parameters/*; do
+	[ -r "$p" ] || continue
+	echo "$line" | grep -q " ${p##*/}=$(cat "$p")\( \|$\)" || { echo "# missing ${p##*/}"; all=1; }
+done
+[ "$(status module /tmp/doctor.json)" = ok ] && [ $all = 0 ]
+check $? "module: loaded, with its parameters as sysfs has them"
 
 # The layout gate's verdict, as the module's debugfs file gives it.
 verdict=$(cat /sys/kernel/debug/kfd_preempt/layout)
