@@ -52,31 +52,61 @@ pub(crate) struct Mismatch<'a> {
     pub(crate) found: Found,
 }
 
+/// Where `split`'s struct `id` has `field`.
+fn locate(split: &btf::Split<'_>, id: u32, field: &Field<'_>) -> Result<Found> {
+    Ok(match split.member(id, field.member)? {
+        None => Found::NoMember,
+        Some(m) if m.bitfield_size != 0 || m.bit_offset % 8 != 0 => Found::Bitfield,
+        Some(m) => Found::At(m.bit_offset / 8, split.size_of(m.type_id)?),
+    })
+}
+
 /// Compares every field with `split`; how many matched, or the first that
 /// does not. An error is a blob this parser cannot read.
+///
+/// The table lists each struct's fields together. A struct passes if one
+/// definition of that name has all of them where the glue has them (BTF
+/// keeps same-named structs of different files apart); otherwise the
+/// first definition's first difference is reported.
 pub(crate) fn compare<'a>(
     split: &btf::Split<'_>,
     fields: &[Field<'a>],
 ) -> Result<core::result::Result<usize, Mismatch<'a>>> {
-    // The table lists each struct's fields together: one search a struct.
-    let mut last: Option<(&[u8], Option<u32>)> = None;
-    for &field in fields {
-        let id = match last {
-            Some((ty, id)) if ty == field.ty => id,
-            _ => split.find_struct(field.ty)?,
-        };
-        last = Some((field.ty, id));
-        let found = match id {
-            None => Found::NoStruct,
-            Some(id) => match split.member(id, field.member)? {
-                None => Found::NoMember,
-                Some(m) if m.bitfield_size != 0 || m.bit_offset % 8 != 0 => Found::Bitfield,
-                Some(m) => Found::At(m.bit_offset / 8, split.size_of(m.type_id)?),
-            },
-        };
-        if found != Found::At(field.offset, field.size) {
-            return Ok(Err(Mismatch { field, found }));
+    let mut rest = fields;
+    while let Some(first) = rest.first() {
+        let n = rest.iter().take_while(|f| f.ty == first.ty).count();
+        let (group, next) = rest.split_at(n);
+        let ids = split.find_structs(first.ty)?;
+        let mut mismatch = None;
+        for &id in ids.iter() {
+            let mut differs = None;
+            for &field in group {
+                let found = locate(split, id, &field)?;
+                if found != Found::At(field.offset, field.size) {
+                    differs = Some(Mismatch { field, found });
+                    break;
+                }
+            }
+            match differs {
+                None => {
+                    mismatch = None;
+                    break;
+                }
+                Some(m) => {
+                    mismatch = mismatch.or(Some(m));
+                }
+            }
         }
+        if ids.is_empty() {
+            mismatch = Some(Mismatch {
+                field: *first,
+                found: Found::NoStruct,
+            });
+        }
+        if let Some(m) = mismatch {
+            return Ok(Err(m));
+        }
+        rest = next;
     }
     Ok(Ok(fields.len()))
 }
@@ -471,6 +501,31 @@ mod tests {
             r,
             Err(Mismatch {
                 found: Found::NoMember,
+                ..
+            })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn one_of_two_same_named_structs_may_match() -> Result {
+        let (vmlinux, end, str_len) = base()?;
+        // Another file's `struct queue` first, then amdkfd's.
+        let mut b = Builder::new(end, str_len)?;
+        b.strct(b"queue", 4, &[(b"list", 1, 0)])?;
+        b.strct(b"queue", 16, &[(b"list", 4, 0)])?;
+        let amdgpu = b.finish()?.0;
+        let split = btf::Split::parse(&vmlinux, &amdgpu)?;
+        assert!(matches!(
+            compare(&split, &[field(b"queue", b"list", 0, 16)])?,
+            Ok(1)
+        ));
+        // Neither has it at byte 8: the first one's place is reported.
+        let r = compare(&split, &[field(b"queue", b"list", 8, 16)])?;
+        assert!(matches!(
+            r,
+            Err(Mismatch {
+                found: Found::At(0, 4),
                 ..
             })
         ));

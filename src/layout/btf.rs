@@ -214,18 +214,20 @@ impl<'a> Split<'a> {
         Ok(&tail[..len])
     }
 
-    /// The id of the struct named `name`: the module's own first (amdkfd's
-    /// structs are amdgpu's), then the kernel's.
-    pub(crate) fn find_struct(&self, name: &[u8]) -> Result<Option<u32>> {
+    /// The ids of the structs named `name`: the module's own first
+    /// (amdkfd's structs are amdgpu's), then the kernel's. A name may have
+    /// more than one definition (two files' private `struct queue`).
+    pub(crate) fn find_structs(&self, name: &[u8]) -> Result<KVVec<u32>> {
+        let mut ids = KVVec::new();
         for blob in [&self.module, &self.base] {
             for id in blob.start_id..blob.end_id()? {
                 let t = self.ty(id)?;
                 if t.kind == KIND_STRUCT && self.name(t.name_off)? == name {
-                    return Ok(Some(id));
+                    ids.push(id, GFP_KERNEL)?;
                 }
             }
         }
-        Ok(None)
+        Ok(ids)
     }
 
     /// Follows typedefs and qualifiers from `id` to the type they name.
