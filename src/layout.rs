@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The layout gate (`Documentation/design.rst`, "The layout gate"): every
+//! The layout gate (`Documentation/design.rst`, "amdgpu identity", gate 4): every
 //! amdkfd field the glue reads or writes must lie where the running
 //! amdgpu's BTF (`/sys/kernel/btf/amdgpu`) says it does, with the size it
 //! says. The glue was compiled against some amdgpu source (the kernel's

@@ -91,7 +91,7 @@ void kfdp_module_put(void);
 /*
  * The layout gate (kfdp_layout.c, src/layout.rs): where this build places
  * each amdkfd field it touches; the running kernel's BTF of a module
- * (vfree'd by kfdp_btf_free); a count of amdgpu loads and unloads.
+ * (kvfree'd by kfdp_btf_free); a count of amdgpu loads and unloads.
  */
 struct kfdp_glue_field {
 	const char *type_name;

