@@ -17,6 +17,7 @@ rm -rf "$tree"
 mkdir -p "$tree"
 git -C "$KFDP_ROOT" ls-files -z -- Kbuild Makefile src uapi scripts/amdgpu-id.sh \
 	scripts/kernel-toolchain.sh scripts/kernel-rust-metadata.sh \
+	scripts/amdgpu-dkms-prepare.sh scripts/amdgpu-dkms-flags.py \
 	scripts/amdkfd-fingerprint.py | (cd "$KFDP_ROOT" && cpio -0 -pdm --quiet "$tree")
 install -m 0755 "$KFDP_ROOT/packaging/dkms/dkms-build.sh" "$tree/dkms-build.sh"
 sed "s/@VERSION@/$version/" "$KFDP_ROOT/packaging/dkms/dkms.conf.in" >"$tree/dkms.conf"

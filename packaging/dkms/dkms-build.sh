@@ -14,11 +14,13 @@
 # (scripts/kernel-rust-metadata.sh), once per kernel.
 #
 # The environment may name what cannot be found (DKMS passes it through):
-#   KFDP_AMDGPU_SRC  the amdgpu source the loaded amdgpu.ko was built from
-#                    (.../drivers/gpu/drm/amd)
-#   KFDP_AMDGPU_KO   that amdgpu.ko (for its srcversion; default: the one
-#                    modprobe loads, which must be the kernel's own unless
-#                    both KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO are given)
+#   KFDP_AMDGPU_KO   the amdgpu.ko the module is for (default: the one
+#                    modprobe loads); one outside the kernel's tree is
+#                    amdgpu-dkms's, see scripts/amdgpu-dkms-prepare.sh for
+#                    what it reads (KFDP_AMDGPU_DKMS_SRC, ...)
+#   KFDP_AMDGPU_SRC  the amdgpu source it was built from, prepared as its
+#                    build prepared it (.../amd; for amdgpu-dkms, instead
+#                    of the configured copy made here)
 #   KFDP_LLVM        LLVM= for a clang-built kernel (default: its clang-N)
 #   KFDP_RUSTC       the kernel's rustc, where it is not on PATH by a usual
 #   KFDP_BINDGEN     name, and its bindgen (both checked against .config)
@@ -62,30 +64,39 @@ if [ -z "$ko" ]; then
 fi
 [ -n "$ko" ] || die "no amdgpu.ko for Linux $kver: set KFDP_AMDGPU_KO"
 
+# The kernel's own compilers.
+toolchain=$(LLVM=${KFDP_LLVM:-} RUSTC=${KFDP_RUSTC:-} BINDGEN=${KFDP_BINDGEN:-} \
+	sh "$here/scripts/kernel-toolchain.sh" "$kdir") || exit 1
+
 # An amdgpu.ko outside the kernel's own tree is ROCm's amdgpu-dkms (or
 # another out-of-tree build). Its structures are laid out by its own
-# generated config.h (struct kfd_process has fields under #ifndef
-# HAVE_...), which exists only inside its DKMS build: the kernel's in-tree
-# amdgpu source would silently misdescribe them. Refuse, unless the
-# operator names a matching source and module explicitly.
+# generated config.h, which exists only inside a DKMS build, and its
+# amdkfd is compiled with its own headers before the kernel's: the
+# kernel's in-tree amdgpu source would silently misdescribe it. So the
+# glue is compiled as that amdkfd is, in a configured copy of its source
+# (scripts/amdgpu-dkms-prepare.sh), unless the operator names a prepared
+# source and module (KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO).
 # The module directory is /lib/modules, or /usr/lib/modules where kmod
 # was built for a merged /usr (Debian 13).
+amd=${KFDP_AMDGPU_SRC:-}
+dkms_flags=""
 case $ko in
 */modules/"$kver"/kernel/* | "$kdir"/*) ;;
 *)
-	[ -n "${KFDP_AMDGPU_SRC:-}" ] && [ -n "${KFDP_AMDGPU_KO:-}" ] ||
-		die "amdgpu for Linux $kver is not the kernel's own but $ko (ROCm's amdgpu-dkms?): kfd_preempt's glue must be compiled with that amdgpu's generated config header and include order, which this build does not reproduce yet, and the kernel's in-tree amdgpu source would misdescribe its structures (Documentation/building.rst, \"DKMS\"); set KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO to a matching, prepared pair to build anyway"
+	if [ -z "$amd" ]; then
+		# shellcheck disable=SC2086 # the compilers are a list of arguments
+		prepared=$(bash "$here/scripts/amdgpu-dkms-prepare.sh" "$kver" "$kdir" $toolchain) ||
+			die "amdgpu for Linux $kver is ROCm's amdgpu-dkms or another out-of-tree build ($ko), and its source could not be prepared (above); or set KFDP_AMDGPU_SRC and KFDP_AMDGPU_KO to a matching, prepared pair (Documentation/building.rst, \"ROCm's amdgpu-dkms\")"
+		amd=$prepared/amd
+		dkms_flags=$prepared/kfd_preempt.flags
+	fi
 	;;
 esac
-
-# The kernel's own compilers, then its Rust metadata: where the headers
-# lack it, the build tree becomes one prepared from the kernel's source.
-toolchain=$(LLVM=${KFDP_LLVM:-} RUSTC=${KFDP_RUSTC:-} BINDGEN=${KFDP_BINDGEN:-} \
-	sh "$here/scripts/kernel-toolchain.sh" "$kdir") || exit 1
+# The kernel's Rust metadata: where the headers lack it, the build tree
+# becomes one prepared from the kernel's source.
 kdir=$(LLVM=${KFDP_LLVM:-} RUSTC=${KFDP_RUSTC:-} BINDGEN=${KFDP_BINDGEN:-} \
 	sh "$here/scripts/kernel-rust-metadata.sh" "$kver" "$kdir") || exit 1
 
-amd=${KFDP_AMDGPU_SRC:-}
 if [ -z "$amd" ]; then
 	for d in "$kdir/source/drivers/gpu/drm/amd" "$kdir/drivers/gpu/drm/amd" \
 		"/usr/src/linux-source-${kver%%-*}/drivers/gpu/drm/amd"; do
@@ -98,10 +109,11 @@ fi
 [ -n "$amd" ] && [ -r "$amd/amdkfd/kfd_priv.h" ] ||
 	die "no amdgpu source for Linux $kver (want .../drivers/gpu/drm/amd/amdkfd/kfd_priv.h): install the kernel's source, or set KFDP_AMDGPU_SRC"
 
-echo "kfd_preempt (dkms): Linux $kver, amdgpu source $amd, amdgpu.ko $ko, build tree $kdir," \
-	"compilers" $toolchain
+echo "kfd_preempt (dkms): Linux $kver, amdgpu source $amd${dkms_flags:+ (amdgpu-dkms, flags $dkms_flags)}," \
+	"amdgpu.ko $ko, build tree $kdir, compilers" $toolchain
 # shellcheck disable=SC2086 # toolchain and KFDP_MAKE_ARGS are lists of arguments
 make -C "$here" KDIR="$kdir" $toolchain AMDGPU_SRC="$amd" AMDGPU_KO="$ko" \
+	${dkms_flags:+AMDGPU_DKMS_FLAGS="$dkms_flags"} \
 	${KFDP_MAKE_ARGS:-} modules
 
 # The module binds to the kernel's Rust symbols by name: each one it

@@ -136,6 +136,26 @@ for k in "${kernels[@]}"; do
 	cp "$root/tmp/shifted/kfd_preempt.ko" "$root/kfdp/shifted/$k.ko"
 done
 rm -rf "$root/tmp/shifted"
+# ROCm's amdgpu-dkms, played by a stand-in (tests/debian/amdgpu-dkms-build;
+# tests/debian/amdgpu_dkms_standin_test.sh loads the results): configured
+# as the kernel's own amdgpu, and configured to move a layout.
+mkdir -p "$root/kfdp/amdgpu-dkms"
+rm -rf "$root/tmp/standin"
+cp -r "$KFDP_ROOT/tests/amdgpu-dkms-standin" "$root/tmp/standin"
+install -m 0755 "$here/amdgpu-dkms-build" "$root/tmp/standin/amdgpu-dkms-build"
+for k in "${kernels[@]}"; do
+	for variant in same differs; do
+		kfdp_log "building kfd_preempt for $k on an amdgpu-dkms stand-in configured '$variant'"
+		if ! chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+			/tmp/standin/amdgpu-dkms-build "$k" "$variant" "/kfdp/amdgpu-dkms/$k.$variant.ko" \
+			>"$out/amdgpu-dkms-$variant-$k.log" 2>&1; then
+			tail -n 30 "$out/amdgpu-dkms-$variant-$k.log"
+			kfdp_die "kfd_preempt did not build on the amdgpu-dkms stand-in ($variant) for $k ($out/amdgpu-dkms-$variant-$k.log)"
+		fi
+		grep -h 'amdgpu-dkms-prepare.sh):' "$out/amdgpu-dkms-$variant-$k.log" | cut -c1-240 | sed 's/^/# /'
+	done
+done
+rm -rf "$root/tmp/standin"
 grep -h 'kfd_preempt (dkms):\|kfd_preempt:' "$root"/var/lib/dkms/kfd_preempt/*/*/*/log/make.log \
 	2>/dev/null | sed 's/^/# /' || true
 umount_chroot
@@ -161,6 +181,7 @@ if [ -d "$KFDP_ROOT/out/hw/bin" ]; then
 	[ -d "$KFDP_ROOT/out/hw/kernels" ] && cp -r "$KFDP_ROOT/out/hw/kernels" "$root/kfdp/hw/"
 fi
 install -m 0755 "$here/guest-run" "$root/kfdp/guest-run"
+install -m 0755 "$here/amdgpu_dkms_standin_test.sh" "$root/kfdp/amdgpu_dkms_standin_test.sh"
 install -m 0644 "$here/kfdp-debian-test.service" "$root/etc/systemd/system/"
 ln -sf ../kfdp-debian-test.service "$root/etc/systemd/system/multi-user.target.wants/"
 echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$root/etc/fstab"
@@ -186,6 +207,7 @@ expected=()
 for t in "$root"/kfdp/kselftest/*; do
 	expected+=("kselftest $(basename "$t")")
 done
+expected+=("kselftest amdgpu_dkms_standin_test.sh")
 passed=0 failed=0 skipped=0 verdict=0
 for k in "${kernels[@]}"; do
 	dir=$out/$k

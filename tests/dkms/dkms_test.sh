@@ -5,8 +5,10 @@
 # scratch DKMS tree, for the test kernel; the module DKMS built loads in the
 # test VM and answers INFO; DKMS skips a kernel without CONFIG_RUST; the
 # build step refuses, saying why, without amdgpu's source and when modprobe
-# would load an amdgpu that is not the kernel's own (amdgpu-dkms), unless
-# the operator names the source and module; it refuses, naming what to
+# would load an amdgpu that is not the kernel's own (amdgpu-dkms) whose
+# source DKMS does not know, unless the operator names the source and
+# module; it picks that source as DKMS knows it, and takes amdkfd's flags
+# from an object's .cmd file; it refuses, naming what to
 # install, a kernel whose own compilers (GCC or clang, rustc, bindgen) are
 # not there or not those named, and headers without Rust metadata when no
 # kernel source can make it; Rust metadata whose exports are not the
@@ -59,7 +61,7 @@ export KFDP_MAKE_ARGS=RUST_LIB_SRC=$KFDP_RUST_LIB_SRC
 dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 
 echo "TAP version 13"
-echo "1..17"
+echo "1..21"
 if ! command -v dkms >/dev/null; then
 	for i in $(seq 17); do echo "ok $i # SKIP dkms is not installed"; done
 	echo "0 passed, 0 failed, 17 skipped"
@@ -119,17 +121,66 @@ sed 's/^/# /' <<<"$out"
 check $? "build_step_refuses_without_amdgpu_source"
 
 # A kernel whose amdgpu is ROCm's amdgpu-dkms (modprobe loads one from
-# updates/dkms): the build step refuses before compiling anything, rather
-# than build against the kernel's in-tree amdgpu source.
+# updates/dkms) and DKMS knows no amdgpu source: the build step refuses
+# before compiling anything, rather than build against the kernel's
+# in-tree amdgpu source. (The Debian run builds on a stand-in source.)
 fake_modinfo "$scratch/rocm/bin" "$scratch/rocm-lib/updates/dkms/amdgpu.ko"
 fake_kernel "$scratch/rocm"
-out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" \
+# A `dkms` whose status is the lines of $DKMS_STATUS.
+printf '#!/bin/sh
+[ "$1" = status ] && printf "%%s" "$DKMS_STATUS"
+' >"$scratch/rocm/bin/dkms"
+chmod +x "$scratch/rocm/bin/dkms"
+out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" DKMS_STATUS="" \
 	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
 rc=$?
 sed 's/^/# /' <<<"$out"
-[ "$rc" != 0 ] && grep -q 'is not the kernel.s own' <<<"$out" &&
+[ "$rc" != 0 ] && grep -q 'DKMS knows no amdgpu source' <<<"$out" &&
+	grep -q "ROCm's amdgpu-dkms or another out-of-tree build" <<<"$out" &&
 	! grep -q 'amdgpu source .*, amdgpu.ko' <<<"$out"
-check $? "build_step_refuses_amdgpu_dkms_it_cannot_match"
+check $? "build_step_refuses_amdgpu_dkms_without_its_source"
+
+# Which amdgpu-dkms source (scripts/amdgpu-dkms-prepare.sh): the one DKMS
+# installed for the kernel, before any other it knows; of several, none
+# installed for the kernel, none, saying which.
+prepare() {
+	env -u KFDP_AMDGPU_DKMS_SRC PATH="$scratch/rocm/bin:$PATH" DKMS_STATUS="$1" \
+		bash "$tree/scripts/amdgpu-dkms-prepare.sh" 0.0.0-rocm "$scratch/rocm" 2>&1
+}
+out=$(prepare "amdgpu/2.0: added
+amdgpu/1.0, 0.0.0-rocm, x86_64: installed
+amdgpu/3.0, 9.9.9, x86_64: installed
+")
+sed 's/^/# /' <<<"$out"
+grep -q 'the amdgpu-dkms source /usr/src/amdgpu-1.0 is not a directory' <<<"$out"
+check $? "amdgpu_dkms_source_is_the_one_installed_for_the_kernel"
+out=$(prepare "amdgpu/2.0: added
+amdgpu/3.0, 9.9.9, x86_64: installed
+")
+sed 's/^/# /' <<<"$out"
+grep -q 'DKMS knows several amdgpu sources (2.0 3.0) and none is installed for Linux 0.0.0-rocm' <<<"$out"
+check $? "amdgpu_dkms_source_of_several_is_refused"
+
+# The flags of an amdgpu-dkms amdkfd object (scripts/amdgpu-dkms-flags.py):
+# the package's own directories and forced includes, made absolute, and
+# its defines, in order; the kernel's paths and kbuild's per-object names
+# dropped. An object of another tree gives none, and is refused.
+mkdir -p "$scratch/flags/amd/amdkfd" "$scratch/flags/amd/amdgpu" "$scratch/flags/include"
+: >"$scratch/flags/amd/amdkfd/kfd_x.c"
+printf '%s\n' "savedcmd_amd/amdgpu/../amdkfd/kfd_x.o := gcc -Wp,-MMD,amd/amdkfd/.kfd_x.o.d -nostdinc -I./include -include ./include/rename_symbol.h -include amd/dkms/config/config.h -I/kernel/arch/x86/include -I /kernel/arch/x86/include/generated -include /kernel/include/linux/kconfig.h -D__KERNEL__ -DHAVE_CONFIG_H -D TTM_NAME=amdttm -Iamd/amdgpu/../amdkfd -DMODULE -DKBUILD_BASENAME='\"kfd_x\"' -DKBUILD_MODNAME='\"amdgpu\"' -D__KBUILD_MODNAME=kmod_amdgpu -c -o amd/amdgpu/../amdkfd/kfd_x.o amd/amdgpu/../amdkfd/kfd_x.c" \
+	>"$scratch/flags/amd/amdkfd/.kfd_x.o.cmd"
+t=$(cd "$scratch/flags" && pwd -P)
+out=$(python3 "$tree/scripts/amdgpu-dkms-flags.py" "$scratch/flags/amd/amdkfd/.kfd_x.o.cmd" "$scratch/flags" 2>&1)
+want="-I$t/include -include $t/include/rename_symbol.h -include $t/amd/dkms/config/config.h -D__KERNEL__ -DHAVE_CONFIG_H -DTTM_NAME=amdttm -I$t/amd/amdkfd"
+echo "# $out"
+[ "$out" = "$want" ]
+check $? "amdgpu_dkms_flags_are_the_packages_own_in_order"
+mkdir -p "$scratch/other"
+out=$(python3 "$tree/scripts/amdgpu-dkms-flags.py" "$scratch/flags/amd/amdkfd/.kfd_x.o.cmd" "$scratch/other" 2>&1)
+rc=$?
+echo "# $out"
+[ "$rc" != 0 ] && grep -q 'names nothing of' <<<"$out"
+check $? "amdgpu_dkms_flags_of_another_tree_are_refused"
 
 # The kernel's own amdgpu.ko, as modinfo names it under a merged /usr
 # (/usr/lib/modules/KVER/kernel/...), passes that check: the step goes on

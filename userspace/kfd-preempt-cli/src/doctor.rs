@@ -354,7 +354,7 @@ fn amdgpu(h: &Host, kver: &str) -> Check {
             Status::Warn,
             format!("loaded, out of tree ({path}: ROCm's amdgpu-dkms?)"),
         )
-        .fix("kfd_preempt must be built against that amdgpu's own source (Documentation/building.rst, \"DKMS\"); the layout check below says whether it was")
+        .fix("kfd_preempt must be built as that amdgpu's amdkfd was: DKMS's build step does it from /usr/src/amdgpu-<version> when amdgpu-dkms was installed first (dkms install kfd_preempt/<version> -k $(uname -r) --force; Documentation/building.rst, \"ROCm's amdgpu-dkms\"); the layout check below says whether it matches")
     } else if path.is_empty() {
         check("amdgpu", Status::Ok, "loaded")
     } else {
