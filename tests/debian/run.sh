@@ -152,7 +152,8 @@ for k in "${kernels[@]}"; do
 			tail -n 30 "$out/amdgpu-dkms-$variant-$k.log"
 			kfdp_die "kfd_preempt did not build on the amdgpu-dkms stand-in ($variant) for $k ($out/amdgpu-dkms-$variant-$k.log)"
 		fi
-		grep -h 'amdgpu-dkms-prepare.sh):' "$out/amdgpu-dkms-$variant-$k.log" | cut -c1-240 | sed 's/^/# /'
+		sed -n 's/.*amdgpu-dkms-prepare.sh): \(the glue gets [0-9]* flags of [^ ]*\).*\(forced includes: .*\)/# \1, \2/p' \
+			"$out/amdgpu-dkms-$variant-$k.log"
 	done
 done
 rm -rf "$root/tmp/standin"
