@@ -111,7 +111,13 @@ module-metadata() {
 	return $bad
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata
+# The module's files import only downward, or a parent its own child
+# (Documentation/design.rst, "Architecture").
+import-graph() {
+	python3 scripts/import-graph.py
+}
+
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata import-graph
 failed=0
 for check in "$@"; do
 	if "$check"; then

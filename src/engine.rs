@@ -3,16 +3,16 @@
 //! The engine: what an open file (an owner) holds and does, whatever the
 //! backend. It knows the [`crate::backend::Backend`] trait, not amdkfd.
 //!
-//! * [`owner`]: an open file's attachments, marks, leases and freezes;
+//! * [`owner`]: an open file's attachments, marks, leases and freezes
+//!   (its child `housekeeping`: when leases end and exited targets are
+//!   swept);
 //! * [`batch`]: the phases of a PREEMPT or RESUME batch;
 //! * [`registry`]: what all owners hold, and the module's statistics;
 //! * [`sorted_map`]: the keyed map both keep their state in;
 //! * [`small_vec`]: a batch's items, on the stack when the batch is small;
-//! * [`housekeeping`]: when leases end and exited targets are swept;
 //! * `mock`: the engine's KUnit suite over a model backend.
 
 pub(crate) mod batch;
-pub(crate) mod housekeeping;
 #[cfg(kfdp_kunit)]
 pub(crate) mod mock;
 pub(crate) mod owner;

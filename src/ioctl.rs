@@ -6,14 +6,15 @@
 //!
 //! * [`device`]: the misc device (open rights, dispatch);
 //! * [`info`]: the INFO ioctl;
-//! * [`batch`]: PREEMPT and RESUME decoding (and the entry arrays WATCH
-//!   shares);
-//! * [`query`]: the QUERY ioctl.
-//!
-//! WATCH, UNWATCH, SAMPLE and ARM live with activity detection
-//! ([`crate::activity`]).
+//! * [`batch`]: PREEMPT and RESUME decoding;
+//! * [`query`]: the QUERY ioctl;
+//! * [`activity`]: WATCH, UNWATCH, SAMPLE and ARM;
+//! * [`user_array`]: the arrays of fixed-size elements they all copy in
+//!   and out.
 
+pub(crate) mod activity;
 pub(crate) mod batch;
 pub(crate) mod device;
 pub(crate) mod info;
 pub(crate) mod query;
+pub(crate) mod user_array;

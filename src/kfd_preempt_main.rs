@@ -45,6 +45,7 @@ use kernel::{
 
 mod activity;
 mod backend;
+mod clock;
 mod compat;
 mod engine;
 mod ioctl;

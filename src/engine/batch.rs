@@ -49,20 +49,16 @@ use crate::{
     trace, uapi,
 };
 
-/// Per-entry errno for an entry the engine refuses before the backend.
-fn neg(e: Error) -> i32 {
-    e.to_errno()
-}
-
 /// Sets every entry's status to `e`.
 fn fail_all(entries: &mut [uapi::kfdp_queue_ref], e: Error) {
     for x in entries.iter_mut() {
-        x.status = neg(e);
+        x.status = e.to_errno();
     }
 }
 
-/// Batches up to this size find their duplicates in a buffer on the stack.
-const SMALL_BATCH: usize = 32;
+/// Batches of up to this many entries find their duplicates with an index
+/// buffer on the stack.
+const ORDER_ON_STACK: usize = 32;
 
 /// Sets the status of every entry that repeats an earlier one (same
 /// handle, gpu_id and queue_id) to `KFDP_R_ALREADY`, and of the others to
@@ -78,9 +74,9 @@ fn mark_duplicates(entries: &mut [uapi::kfdp_queue_ref]) -> Result {
         }
         return Ok(());
     }
-    let mut small = [0u32; SMALL_BATCH];
+    let mut small = [0u32; ORDER_ON_STACK];
     let mut large = KVVec::new();
-    let order: &mut [u32] = if n <= SMALL_BATCH {
+    let order: &mut [u32] = if n <= ORDER_ON_STACK {
         &mut small[..n]
     } else {
         large.resize(n, 0u32, GFP_KERNEL)?;
@@ -224,15 +220,15 @@ impl<B: Backend> Owner<B> {
                 continue;
             }
             let Some(att) = attachment(attachments, e.handle) else {
-                e.status = neg(EINVAL);
+                e.status = EINVAL.to_errno();
                 continue;
             };
             let Some(target) = att.target.as_ref() else {
-                e.status = neg(ESRCH);
+                e.status = ESRCH.to_errno();
                 continue;
             };
             if e.gpu_id == 0 || e.queue_id >= MAX_QUEUE_ID {
-                e.status = neg(EINVAL);
+                e.status = EINVAL.to_errno();
                 continue;
             }
             let key = QueueKey {
@@ -242,7 +238,7 @@ impl<B: Backend> Owner<B> {
             };
             let owner = reg.mark_owner(&key);
             if owner.is_some_and(|o| o != self.id) {
-                e.status = neg(EBUSY);
+                e.status = EBUSY.to_errno();
                 continue;
             }
             let item = Item {
@@ -256,7 +252,7 @@ impl<B: Backend> Owner<B> {
             };
             // Capacity for every entry still at 0 was reserved above.
             if items.push(item).is_err() {
-                e.status = neg(ENOMEM);
+                e.status = ENOMEM.to_errno();
             }
         }
         Some(items)
@@ -280,7 +276,7 @@ impl<B: Backend> Owner<B> {
             }
             for e in entries.iter_mut() {
                 if e.status >= 0 {
-                    e.status = neg(crate::compat::ecanceled());
+                    e.status = crate::compat::ecanceled().to_errno();
                 }
             }
         }
@@ -359,10 +355,10 @@ impl<B: Backend> Owner<B> {
                         // queue; the new one is the other owner's, and
                         // resuming it here would undo their preemption.
                         marks.remove(&mkey);
-                        e.status = neg(EBUSY);
+                        e.status = EBUSY.to_errno();
                     } else if claimed.is_err() {
                         marks.remove(&mkey);
-                        e.status = neg(ENOMEM);
+                        e.status = ENOMEM.to_errno();
                         let mut one = [Item {
                             target: it.target,
                             gpu_id,

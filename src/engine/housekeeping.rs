@@ -38,17 +38,17 @@ use kernel::{
 };
 
 use crate::{
-    activity::now_ns,
     backend::Backend,
+    clock::now_ns,
     engine::owner::{
         Owner,
         State, //
     },
 };
 
-/// The armed timer of an owner's housekeeping, and when it is due;
+/// The started timer of an owner's housekeeping, and when it is due;
 /// dropping it cancels the timer, waiting for a callback that is running.
-pub(crate) struct Armed<B: Backend> {
+pub(crate) struct HousekeepingTimer<B: Backend> {
     _handle: ArcHrTimerHandle<Owner<B>>,
     /// CLOCK_MONOTONIC, in nanoseconds.
     due: i64,
@@ -93,25 +93,25 @@ impl<B: Backend> Owner<B> {
 /// Makes `owner`'s timer fire in `ms` milliseconds at the latest, unless
 /// `state` (`owner`'s, locked by the caller) says it is closed: a pending
 /// timer due sooner is kept, one due later is moved earlier.
-pub(crate) fn arm<B: Backend>(owner: &Arc<Owner<B>>, state: &State<B::Target>, ms: u32) {
+pub(crate) fn schedule<B: Backend>(owner: &Arc<Owner<B>>, state: &State<B::Target>, ms: u32) {
     if state.closed {
         return;
     }
     let delay = Delta::from_millis(i64::from(ms));
     let now = now_ns();
     let due = now.saturating_add(delay.as_nanos());
-    let mut armed = owner.armed_timer.lock();
+    let mut timer = owner.housekeeping_timer.lock();
     // A timer whose time has passed has fired (or is about to, and the
     // work it queues does what this call asks for): replace it.
-    if armed.as_ref().is_some_and(|a| a.due > now && a.due <= due) {
+    if timer.as_ref().is_some_and(|t| t.due > now && t.due <= due) {
         return;
     }
     // One timer: cancel it before starting it again, or the old handle's
     // drop would cancel the new start. A running callback only queues the
     // work, so waiting for it here cannot deadlock; the handle's reference
     // is not the last one (the caller holds `owner`).
-    drop(armed.take());
-    *armed = Some(Armed {
+    drop(timer.take());
+    *timer = Some(HousekeepingTimer {
         _handle: owner.clone().start(delay),
         due,
     });

@@ -28,6 +28,11 @@ use kernel::{
     },
 };
 
+// A child, as binder's process.rs keeps `freeze`: the owner's timer and
+// work item, which only the owner uses, in a file of their own.
+#[path = "housekeeping.rs"]
+mod housekeeping;
+
 use crate::{
     backend::{
         Backend,
@@ -132,7 +137,7 @@ pub(crate) struct Owner<B: Backend> {
     pub(crate) pid_attach: bool,
     #[pin]
     pub(crate) state: Mutex<State<B::Target>>,
-    /// Ends leases and drops pins of exited targets (`crate::engine::housekeeping`).
+    /// Ends leases and drops pins of exited targets ([`housekeeping`]).
     #[pin]
     pub(crate) housekeeping: Work<Owner<B>>,
     /// When housekeeping is due.
@@ -141,7 +146,7 @@ pub(crate) struct Owner<B: Backend> {
     /// The started timer, if any. Taken after `state` (lock order), and
     /// started only while the state says the owner is open.
     #[pin]
-    pub(crate) armed_timer: Mutex<Option<crate::engine::housekeeping::Armed<B>>>,
+    pub(crate) housekeeping_timer: Mutex<Option<housekeeping::HousekeepingTimer<B>>>,
     /// An owner is an open file: it holds the module (7.2, where the file
     /// does not). Last, so that it is given back after everything else.
     _module: crate::compat::FileModuleRef,
@@ -155,11 +160,6 @@ impl_has_hr_timer! {
     impl{B: Backend} HasHrTimer<Owner<B>> for Owner<B> {
         mode: RelativeMode<Monotonic>, field: self.timer
     }
-}
-
-/// Per-entry errno for an entry the engine refuses before the backend.
-fn neg(e: Error) -> i32 {
-    e.to_errno()
 }
 
 /// amdkfd's KFD_MAX_NUM_OF_QUEUES_PER_PROCESS (asserted in the glue).
@@ -225,7 +225,7 @@ impl<B: Backend> Owner<B> {
                 }),
                 housekeeping <- new_work!("kfd_preempt::housekeeping"),
                 timer <- HrTimer::new(),
-                armed_timer <- new_mutex!(None),
+                housekeeping_timer <- new_mutex!(None),
                 _module: module,
             }),
             GFP_KERNEL,
@@ -308,14 +308,17 @@ impl<B: Backend> Owner<B> {
         let gone = state.attachments.remove(idx).map_err(|_| EINVAL)?;
         trace::detach(self.id, d.handle);
         let mut unwatched = KVec::new();
-        let sampler =
-            if crate::activity::take_watches(&mut state, |w| w.handle == d.handle, &mut unwatched)
-                == 0
-            {
-                None
-            } else {
-                crate::activity::resample(&mut state)
-            };
+        let st = &mut *state;
+        let sampler = if crate::activity::take_watches(
+            &mut st.watches,
+            |w| w.handle == d.handle,
+            &mut unwatched,
+        ) == 0
+        {
+            None
+        } else {
+            crate::activity::resample(&st.watches, &mut st.armed)
+        };
         drop(state);
         // Unpinning happens here, outside our lock: the old sampler (which
         // holds watches too) first.
@@ -466,7 +469,7 @@ impl<B: Backend> Owner<B> {
             if !thaw && frozen_now.push(g, GFP_KERNEL).is_err() {
                 // Could not remember it for an undo: undo it now.
                 let _ = self.backend.freeze(target, g, FreezeOp::Thaw);
-                status = neg(ENOMEM);
+                status = ENOMEM.to_errno();
                 continue;
             }
             let mut reg = REGISTRY.lock();
@@ -477,7 +480,7 @@ impl<B: Backend> Owner<B> {
                 drop(reg);
                 let _ = self.backend.freeze(target, g, FreezeOp::Thaw);
                 frozen_now.pop();
-                status = neg(ENOMEM);
+                status = ENOMEM.to_errno();
                 continue;
             }
             drop(reg);
@@ -504,7 +507,7 @@ impl<B: Backend> Owner<B> {
         }
         // EAGAIN (the rate limit) promises that nothing changed: thaw what
         // this call froze on the other nodes.
-        if !thaw && status == neg(EAGAIN) {
+        if !thaw && status == EAGAIN.to_errno() {
             for &g in frozen_now.iter() {
                 let o = self.backend.freeze(target, g, FreezeOp::Thaw);
                 let o_status = o.status.err().map_or(0, |e| e.to_errno());
@@ -630,7 +633,7 @@ impl<B: Backend> Owner<B> {
     pub(crate) fn rearm(self: &Arc<Self>) {
         let state = self.state.lock();
         if let Some(ms) = Self::next_wakeup(&state) {
-            crate::engine::housekeeping::arm(self, &state, ms);
+            housekeeping::schedule(self, &state, ms);
         }
     }
 
@@ -640,7 +643,7 @@ impl<B: Backend> Owner<B> {
         let timer = {
             let mut state = self.state.lock();
             state.closed = true;
-            self.armed_timer.lock().take()
+            self.housekeeping_timer.lock().take()
         };
         // Cancelled, and nothing starts it again (the owner is closed);
         // then the work it may have queued is waited for.

@@ -27,7 +27,6 @@ use kernel::{
 };
 
 use crate::{
-    activity,
     backend::amdkfd::AmdKfd,
     backend::mux::Backends,
     backend::sim::backend::SimNodes,
@@ -38,6 +37,7 @@ use crate::{
     },
     engine::owner::Owner,
     glue,
+    ioctl::activity,
     ioctl::batch,
     ioctl::info,
     ioctl::query,

@@ -26,7 +26,7 @@ use crate::{
         REGISTRY, //
     },
     engine::sorted_map::SortedMap,
-    ioctl::batch::element,
+    ioctl::user_array,
     uapi::{
         kfdp_query,
         kfdp_queue_info,
@@ -118,10 +118,7 @@ pub(crate) fn query<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) 
         Ok((buf, total))
     })?;
 
-    for (i, qi) in buf.iter().enumerate() {
-        let ptr = element(q.entries_ptr, i, q.entry_size as usize)?;
-        UserSlice::new(ptr, INFO_SIZE).writer().write(qi)?;
-    }
+    user_array::write(q.entries_ptr, q.entry_size, &buf)?;
     q.num_queues = total;
     q.num_written = buf.len() as u32;
     header().writer().write(&q)

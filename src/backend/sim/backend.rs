@@ -46,8 +46,8 @@ pub(crate) struct Target {
     leader: ARef<Task>,
 }
 
-/// Batches up to this size build their requests on the stack.
-const SMALL_BATCH: usize = 16;
+/// Batches of up to this many items build their requests on the stack.
+const REQS_ON_STACK: usize = 16;
 
 /// The backend of the simulated nodes.
 pub(crate) struct SimNodes(pub(crate) Arc<Sim>);
@@ -190,9 +190,9 @@ impl Backend for SimNodes {
 
     fn apply(&self, op: Op, dry_run: bool, items: &mut [Item<'_, Target>]) -> Applied {
         // On the stack for small batches, one allocation for the others.
-        let mut small = [Req::default(); SMALL_BATCH];
+        let mut small = [Req::default(); REQS_ON_STACK];
         let mut large = KVVec::new();
-        let reqs: &mut [Req] = if items.len() <= SMALL_BATCH {
+        let reqs: &mut [Req] = if items.len() <= REQS_ON_STACK {
             &mut small[..items.len()]
         } else if large
             .resize(items.len(), Req::default(), GFP_KERNEL)

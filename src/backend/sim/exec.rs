@@ -31,12 +31,14 @@ use kernel::{
     },
 };
 
-use super::{
-    model::State,
-    Sim,
-    MAX_NODES, //
+use super::State;
+use crate::{
+    backend::sim::{
+        Sim,
+        MAX_NODES, //
+    },
+    clock::now_ns,
 };
-use crate::activity::now_ns;
 
 /// Longest time the driver sleeps while ring queues exist: the latest a
 /// retired dispatch's read index is written back.

@@ -13,11 +13,10 @@
 //! * [`tenant`]: `/dev/kfd_preempt_sim`, the tenant side (a ROCm process's
 //!   stand-in for /dev/kfd);
 //! * [`knobs`]: the debugfs files (cost model, fault injection, actions);
-//! * [`ring`] and [`exec`]: ring queues in the tenant's memory and the
-//!   node executing their dispatches (the contention model).
+//! * [`ring`] and `model::exec`: ring queues in the tenant's memory and
+//!   the node executing their dispatches (the contention model).
 
 pub(crate) mod backend;
-pub(crate) mod exec;
 pub(crate) mod knobs;
 pub(crate) mod model;
 pub(crate) mod ring;
@@ -108,7 +107,7 @@ pub(crate) struct Sim {
     pub(crate) fail_node_lists: Atomic<u32>,
     #[pin]
     pub(crate) state: Mutex<model::State>,
-    /// Makes retired dispatches visible to tenants ([`exec`]).
+    /// Makes retired dispatches visible to tenants (`model::exec`).
     #[pin]
     pub(crate) driver: kernel::workqueue::Work<Sim>,
 }

@@ -25,19 +25,24 @@ use kernel::{
     },
 };
 
+// A child: what each node executes is part of the model's state, and
+// only the model drives it.
+#[path = "exec.rs"]
+pub(crate) mod exec;
+
+use self::exec::NodeExec;
 use super::{
-    exec::NodeExec,
     ring::Ring,
     NodeKnobs,
     Sim,
     MAX_NODES, //
 };
 use crate::{
-    activity::now_ns,
     backend::{
         Op,
         Outcome, //
     },
+    clock::now_ns,
     uapi, //
 };
 
@@ -106,7 +111,7 @@ impl Queue {
     /// Brings progress up to `now`: each whole tick while mapped retires
     /// the in-flight units and dispatches new ones.
     fn advance(&mut self, now: Instant<Monotonic>) {
-        // A ring queue runs its tenant's dispatches instead (`super::exec`).
+        // A ring queue runs its tenant's dispatches instead ([`exec`]).
         if !self.mapped || self.ring.is_some() {
             self.last = now;
             return;
@@ -252,7 +257,7 @@ pub(crate) struct State {
     pub(crate) conservation_errors: u64,
     /// Processes torn down (file closed or mm gone).
     pub(crate) processes_exited: u64,
-    /// What each node is executing (`super::exec`).
+    /// What each node is executing ([`exec`]).
     pub(crate) exec: [NodeExec; MAX_NODES as usize],
     /// The driver is queued or running; it is told to stop at module exit.
     pub(crate) driving: bool,

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KFDP_IOC_WATCH, UNWATCH, SAMPLE and ARM (ABI 1.2): copying each call in,
+//! checking it, and changing an owner's watches and sampler
+//! ([`crate::activity`]). `Documentation/design.rst`, "Activity
+//! detection", has the alternatives and their measured costs.
+
+use kernel::{
+    prelude::*,
+    sync::Arc,
+    time::Delta,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+use crate::{
+    activity::{
+        resample,
+        take_watches,
+        Condition,
+        Sampler,
+        Watch,
+        MAX_IDLE_US,
+        MAX_PERIOD_US,
+        MAX_WATCHES,
+        MIN_PERIOD_US, //
+    },
+    backend::Backend,
+    clock::now_ns,
+    engine::owner::{
+        attachment,
+        Owner,
+        State, //
+    },
+    ioctl::user_array,
+    uapi::{
+        self,
+        kfdp_activity,
+        kfdp_arm,
+        kfdp_queue_ref,
+        kfdp_sample,
+        kfdp_watch,
+        KFDP_MAX_BATCH,
+        KFDP_R_ALREADY, //
+    },
+    umem::EventFd,
+};
+
+const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
+const ACT_SIZE: usize = size_of::<kfdp_activity>();
+
+/// Watches one queue: finds its indices through QUERY's description and
+/// pins them in the target's address space.
+fn watch_one<B: Backend>(
+    owner: &Owner<B>,
+    state: &State<B::Target>,
+    e: &kfdp_queue_ref,
+) -> Result<Watch> {
+    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
+    let target = att.target.as_ref().ok_or(ESRCH)?;
+    if !owner.backend.gpu_ids(target)?.contains(&e.gpu_id) {
+        return Err(EINVAL);
+    }
+    let total = owner.backend.query(target, e.gpu_id, &mut [])? as usize;
+    let mut infos = KVVec::with_capacity(total, GFP_KERNEL)?;
+    infos.resize(total, uapi::kfdp_queue_info::default(), GFP_KERNEL)?;
+    let n = owner.backend.query(target, e.gpu_id, &mut infos)? as usize;
+    let qi = infos[..n.min(total)]
+        .iter()
+        .find(|q| q.queue_id == e.queue_id)
+        .ok_or(ENOENT)?;
+    // Only AQL queues have the read/write dispatch ids this reads; PM4 and
+    // SDMA queues count other units.
+    if qi.queue_type != uapi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
+        || qi.read_pointer_address == 0
+        || qi.write_pointer_address == 0
+    {
+        return Err(crate::compat::eopnotsupp());
+    }
+    let read = owner
+        .backend
+        .pin_user(target, qi.read_pointer_address, false)?;
+    let write = owner
+        .backend
+        .pin_user(target, qi.write_pointer_address, false)?;
+    Ok(Watch::new(e.handle, e.gpu_id, e.queue_id, read, write))
+}
+
+fn same_queue(w: &Watch, e: &kfdp_queue_ref) -> bool {
+    w.handle == e.handle && w.gpu_id == e.gpu_id && w.queue_id == e.queue_id
+}
+
+fn is_watched(watches: &[Arc<Watch>], e: &kfdp_queue_ref) -> bool {
+    watches.iter().any(|w| same_queue(w, e))
+}
+
+/// KFDP_IOC_WATCH (`add`) or KFDP_IOC_UNWATCH.
+pub(crate) fn watch<B: Backend>(
+    owner: &Arc<Owner<B>>,
+    add: bool,
+    arg: usize,
+    size: usize,
+) -> Result {
+    let header = || UserSlice::new(UserPtr::from_addr(arg), size);
+    let mut w: kfdp_watch = header().reader().read()?;
+    if w.flags != 0 || w.reserved != 0 {
+        return Err(EINVAL);
+    }
+    if w.num_entries > KFDP_MAX_BATCH {
+        return Err(E2BIG);
+    }
+    if (w.entry_size as usize) < REF_SIZE {
+        return Err(EINVAL);
+    }
+    let mut refs: KVVec<kfdp_queue_ref> =
+        user_array::read(w.entries_ptr, w.num_entries, w.entry_size)?;
+    header().writer().write(&w)?;
+    user_array::write(w.entries_ptr, w.entry_size, &refs)?;
+
+    // Unpinning (and stopping a sampler) is done after unlocking.
+    let mut dropped = KVec::new();
+    let mut old_sampler = None;
+    owner.sweep();
+    {
+        let mut guard = owner.state.lock();
+        let state = &mut *guard;
+        let mut removed = 0;
+        for e in refs.iter_mut() {
+            e.status = if add {
+                watch_entry(owner, state, e)
+            } else if take_watches(&mut state.watches, |w| same_queue(w, e), &mut dropped) > 0 {
+                removed += 1;
+                0
+            } else {
+                KFDP_R_ALREADY as i32
+            };
+        }
+        if removed > 0 {
+            old_sampler = resample(&state.watches, &mut state.armed);
+        }
+    }
+    drop(old_sampler);
+    drop(dropped);
+    w.num_ok = refs.iter().filter(|e| e.status == 0).count() as u32;
+    user_array::write(w.entries_ptr, w.entry_size, &refs).and_then(|()| header().writer().write(&w))
+}
+
+fn watch_entry<B: Backend>(
+    owner: &Owner<B>,
+    state: &mut State<B::Target>,
+    e: &kfdp_queue_ref,
+) -> i32 {
+    if is_watched(&state.watches, e) {
+        return KFDP_R_ALREADY as i32;
+    }
+    if state.watches.len() >= MAX_WATCHES as usize {
+        return ENOSPC.to_errno();
+    }
+    let watch = match watch_one(owner, state, e).and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?)) {
+        Ok(w) => w,
+        Err(err) => return err.to_errno(),
+    };
+    match state.watches.push(watch, GFP_KERNEL) {
+        Ok(()) => 0,
+        Err(_) => ENOMEM.to_errno(),
+    }
+}
+
+/// KFDP_IOC_SAMPLE.
+pub(crate) fn sample<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) -> Result {
+    let header = || UserSlice::new(UserPtr::from_addr(arg), size);
+    let mut s: kfdp_sample = header().reader().read()?;
+    if s.reserved != 0 {
+        return Err(EINVAL);
+    }
+    if s.capacity > 0 && (s.entry_size as usize) < ACT_SIZE {
+        return Err(EINVAL);
+    }
+    header().writer().write(&s)?;
+
+    let cap = s.capacity.min(MAX_WATCHES) as usize;
+    let mut out = KVVec::with_capacity(cap, GFP_KERNEL)?;
+    let (total, pending) = {
+        // No sweep: SAMPLE is the daemon's hot path, and housekeeping notices
+        // an exited target within SWEEP_MS anyway (KFDP_ACT_GONE from then).
+        let guard = owner.state.lock();
+        let state = &*guard;
+        s.timestamp_ns = now_ns() as u64;
+        let mut pending = 0u32;
+        for w in state.watches.iter() {
+            let (r, wr) = w.indices();
+            let mut flags = 0;
+            if r != wr {
+                flags |= uapi::KFDP_ACT_PENDING;
+                pending += 1;
+            }
+            let gone = attachment(&state.attachments, w.handle).is_none_or(|a| a.target.is_none());
+            if gone {
+                flags |= uapi::KFDP_ACT_GONE;
+            }
+            if out.len() < cap {
+                out.push(
+                    kfdp_activity {
+                        handle: w.handle,
+                        gpu_id: w.gpu_id,
+                        queue_id: w.queue_id,
+                        flags,
+                        read_index: r,
+                        write_index: wr,
+                        reserved: 0,
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+        }
+        (state.watches.len() as u32, pending)
+    };
+    user_array::write(s.entries_ptr, s.entry_size, &out)?;
+    s.num_watches = total;
+    s.num_pending = pending;
+    header().writer().write(&s)
+}
+
+/// KFDP_IOC_ARM.
+pub(crate) fn arm<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize) -> Result {
+    let a: kfdp_arm = UserSlice::new(UserPtr::from_addr(arg), size)
+        .reader()
+        .read()?;
+    if a.reserved != [0; 2] {
+        return Err(EINVAL);
+    }
+    let condition = match a.condition {
+        uapi::KFDP_ARM_OFF => {
+            if a.eventfd != -1 || a.period_us != 0 || a.idle_us != 0 {
+                return Err(EINVAL);
+            }
+            let old = owner.state.lock().armed.take();
+            // Stops the timer (waiting for a running callback) unlocked.
+            drop(old);
+            return Ok(());
+        }
+        uapi::KFDP_ARM_ANY_BUSY if a.idle_us == 0 => Condition::AnyBusy,
+        uapi::KFDP_ARM_ALL_IDLE if a.idle_us <= MAX_IDLE_US => Condition::AllIdle {
+            idle_ns: i64::from(a.idle_us) * 1000,
+        },
+        _ => return Err(EINVAL),
+    };
+    if !(MIN_PERIOD_US..=MAX_PERIOD_US).contains(&a.period_us) {
+        return Err(EINVAL);
+    }
+    let eventfd = Arc::new(EventFd::get(a.eventfd)?, GFP_KERNEL)?;
+    let period = Delta::from_micros(i64::from(a.period_us));
+
+    let mut guard = owner.state.lock();
+    let state = &mut *guard;
+    if state.closed {
+        return Err(EBADF);
+    }
+    // Built before the old one goes: a failure leaves the old one armed.
+    let sampler = Sampler::start(&state.watches, condition, period, eventfd, now_ns())?;
+    let old = state.armed.replace(sampler);
+    drop(guard);
+    drop(old);
+    Ok(())
+}
