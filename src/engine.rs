@@ -7,12 +7,14 @@
 //!   (its child `housekeeping`: when leases end and exited targets are
 //!   swept);
 //! * [`batch`]: the phases of a PREEMPT or RESUME batch;
+//! * [`freeze`]: the steps of a FREEZE or THAW;
 //! * [`registry`]: what all owners hold, and the module's statistics;
 //! * [`sorted_map`]: the keyed map both keep their state in;
 //! * [`small_vec`]: a batch's items, on the stack when the batch is small;
 //! * `mock`: the engine's KUnit suite over a model backend.
 
 pub(crate) mod batch;
+pub(crate) mod freeze;
 #[cfg(kfdp_kunit)]
 pub(crate) mod mock;
 pub(crate) mod owner;

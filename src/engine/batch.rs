@@ -141,6 +141,22 @@ fn count(
     stats.runlist_updates += u64::from(applied.runlist_updates);
 }
 
+/// What a batch asked for and what the backend did: [`Owner::record`]'s
+/// input.
+struct Asked {
+    op: Op,
+    lease_ms: u32,
+    applied: Applied,
+}
+
+/// The parts of an owner's [`State`] a batch's outcome changes, borrowed
+/// apart from the attachments' targets, which the items borrow meanwhile.
+struct Held<'a, T> {
+    attachments: &'a [Attachment<T>],
+    marks: &'a mut SortedMap<MarkKey, Mark>,
+    stats: &'a mut OwnerStats,
+}
+
 impl<B: Backend> Owner<B> {
     /// The engine of PREEMPT and RESUME, after the entries were copied in.
     ///
@@ -179,16 +195,17 @@ impl<B: Backend> Owner<B> {
                 entries[it.entry as usize].status = it.status.status();
             }
         } else {
-            self.record(
+            let asked = Asked {
                 op,
                 lease_ms,
                 applied,
+            };
+            let mut held = Held {
                 attachments,
                 marks,
                 stats,
-                &items,
-                entries,
-            );
+            };
+            self.record(&asked, &mut held, &items, entries);
         }
         self.trace_batch(op, flags, entries, &items, applied);
         applied
@@ -286,18 +303,23 @@ impl<B: Backend> Owner<B> {
     /// Phase 4: the items' outcomes into their entries, the marks this
     /// owner holds afterwards, in its own map and in the registry, and the
     /// counters.
-    #[expect(clippy::too_many_arguments)]
     fn record(
         &self,
-        op: Op,
-        lease_ms: u32,
-        applied: Applied,
-        attachments: &[Attachment<B::Target>],
-        marks: &mut SortedMap<MarkKey, Mark>,
-        stats: &mut OwnerStats,
+        asked: &Asked,
+        held: &mut Held<'_, B::Target>,
         items: &[Item<'_, B::Target>],
         entries: &mut [uapi::kfdp_queue_ref],
     ) {
+        let Asked {
+            op,
+            lease_ms,
+            applied,
+        } = *asked;
+        let Held {
+            attachments,
+            marks,
+            stats,
+        } = held;
         let mut reg = REGISTRY.lock();
         // Read once, and only by a batch that starts or renews a lease: a
         // clock read is not free under emulation, and a RESUME needs none.
@@ -359,17 +381,9 @@ impl<B: Backend> Owner<B> {
                     } else if claimed.is_err() {
                         marks.remove(&mkey);
                         e.status = ENOMEM.to_errno();
-                        let mut one = [Item {
-                            target: it.target,
-                            gpu_id,
-                            queue_id,
-                            owned: true,
-                            status: Outcome::Done,
-                            marked: true,
-                            entry: it.entry,
-                        }];
+                        // Never across the backend's call.
                         drop(reg);
-                        let _ = self.backend.apply(Op::Resume, false, &mut one);
+                        self.resume_unrecorded(it);
                         reg = REGISTRY.lock();
                     }
                 }
@@ -381,6 +395,22 @@ impl<B: Backend> Owner<B> {
             }
         }
         count(op, &mut reg.stats, stats, entries, applied);
+    }
+
+    /// Resumes the queue of `it`, which this batch marked on the hardware
+    /// but could not record (no memory): rather than leave a mark without
+    /// an owner.
+    fn resume_unrecorded(&self, it: &Item<'_, B::Target>) {
+        let mut one = [Item {
+            target: it.target,
+            gpu_id: it.gpu_id,
+            queue_id: it.queue_id,
+            owned: true,
+            status: Outcome::Done,
+            marked: true,
+            entry: it.entry,
+        }];
+        let _ = self.backend.apply(Op::Resume, false, &mut one);
     }
 
     /// The `kfdp_batch` and `kfdp_queue` events of one batch.

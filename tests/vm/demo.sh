@@ -27,10 +27,12 @@ echo "\$ kfd-preempt preempt $tenant --all &"
 kfd-preempt preempt "$tenant" --all &
 holder=$!
 sleep 1
-echo "\$ kfd-preempt list $tenant    # preempted: RETIRED stays put"
+echo "\$ kfd-preempt list $tenant    # preempted"
 kfd-preempt list "$tenant"
 sleep 1
-kfd-preempt list "$tenant"
+# Not the whole table again: only what a second changed (nothing retired).
+echo "\$ sleep 1; kfd-preempt list $tenant | awk '{print \$1, \$2, \$NF}'    # a second later"
+kfd-preempt list "$tenant" | awk '{print $1, $2, $NF}'
 echo "\$ kfd-preempt resume $tenant"
 kfd-preempt resume "$tenant"
 wait "$holder"
