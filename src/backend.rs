@@ -10,6 +10,8 @@
 use kernel::prelude::*;
 
 pub(crate) mod amdkfd;
+#[cfg(kfdp_kunit)]
+pub(crate) mod mock;
 pub(crate) mod mux;
 pub(crate) mod sim;
 

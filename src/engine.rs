@@ -11,12 +11,13 @@
 //! * [`registry`]: what all owners hold, and the module's statistics;
 //! * [`sorted_map`]: the keyed map both keep their state in;
 //! * [`small_vec`]: a batch's items, on the stack when the batch is small;
-//! * `mock`: the engine's KUnit suite over a model backend.
+//! * `kunit`: the engine's KUnit suite, over the model backend
+//!   (`crate::backend::mock`).
 
 pub(crate) mod batch;
 pub(crate) mod freeze;
 #[cfg(kfdp_kunit)]
-pub(crate) mod mock;
+mod kunit;
 pub(crate) mod owner;
 pub(crate) mod registry;
 pub(crate) mod small_vec;
