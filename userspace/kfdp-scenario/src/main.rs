@@ -34,6 +34,7 @@ mod cpu;
 mod debugger;
 mod detect;
 mod detect_table;
+mod latency_chart;
 mod lc;
 mod model;
 mod probe;
@@ -41,7 +42,6 @@ mod report;
 mod results;
 mod rng;
 mod stats;
-mod svg;
 mod tenant;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -223,7 +223,7 @@ fn run_report(
             ("together", together.0.latencies_ms.as_slice()),
             ("daemon", daemon.0.latencies_ms.as_slice()),
         ];
-        let svg = svg::chart(&rows, &cdfs, evaluation.predicted_together_p99_ms);
+        let svg = latency_chart::chart(&rows, &cdfs, evaluation.predicted_together_p99_ms)?;
         std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(evaluation.all_pass())
