@@ -90,7 +90,8 @@ command -v "$clang" >/dev/null && "$clang" -print-targets 2>/dev/null | grep -q 
 # proves clang, the HSA headers and gcc at once. Into the checkout's out/hw,
 # as the run below would build it, so the run does not build it again.
 mkdir -p "$root/out/hw"
-make -C "$root/tests/hw" OUTPUT="$root/out/hw" CLANG="$clang" KFDP_UAPI="$root/uapi" all \
+make -C "$root/tests/hw" OUTPUT="$root/out/hw" CLANG="$clang" KFDP_UAPI="$root/uapi" \
+	KSFT_DIR="$kernel_src/tools/testing/selftests" all \
 	>"$root/out/hw/build.log" 2>&1 || {
 	tail -n 20 "$root/out/hw/build.log" >&2
 	refuse "the kit does not build here (HSA headers: set HSA_INCLUDE; clang: set CLANG)"
@@ -117,13 +118,9 @@ kdir=$(sh "$root/scripts/kernel-rust-metadata.sh" "$kver" "$kdir") ||
 make -C "$root" KDIR="$kdir" AMDGPU_SRC="$amdgpu_src" AMDGPU_KO="$amdgpu_ko" \
 	>"$report/build.log" 2>&1 ||
 	{ tail -n 30 "$report/build.log"; refuse "module build failed ($report/build.log)"; }
-say "building hw_test, kfd-preempt and kfdp-scenario (the kit's workloads were built above)"
-{
-	make -C "$root/tests/kselftest/kfd_preempt" OUTPUT="$root/out/hw/bin" \
-		KSFT_LIB="$kernel_src/tools/testing/selftests/lib.mk" KFDP_UAPI="$root/uapi" \
-		KHDR_INCLUDES= "$root/out/hw/bin/hw_test"
-	(cd "$root/userspace" && cargo build --release --quiet -p kfd-preempt-cli -p kfdp-scenario)
-} >>"$report/build.log" 2>&1 || { tail -n 30 "$report/build.log"; refuse "kit build failed"; }
+say "building kfd-preempt and kfdp-scenario (the kit's workloads and hw_test were built above)"
+(cd "$root/userspace" && cargo build --release --quiet -p kfd-preempt-cli -p kfdp-scenario) \
+	>>"$report/build.log" 2>&1 || { tail -n 30 "$report/build.log"; refuse "kit build failed"; }
 python3 "$root/tests/hw/check_code_objects.py" "$root/out/hw/kernels" >"$report/code_objects.ktap" ||
 	refuse "the kit's code objects are wrong ($report/code_objects.ktap)"
 
@@ -132,7 +129,7 @@ say "loading kfd_preempt"
 insmod "$root/kfd_preempt.ko"
 trap 'rmmod kfd_preempt 2>/dev/null || say "rmmod kfd_preempt failed: see dmesg"' EXIT
 export PATH=$root/out/hw/bin:$root/userspace/target/release:$PATH
-export KFDP_HW_KERNELS=$root/out/hw/kernels KFDP_HW_TEST=$root/out/hw/bin/hw_test
+export KFDP_HW_KERNELS=$root/out/hw/kernels KFDP_HW_TEST=$root/out/hw/hw_test
 rc=0
 "$root/tests/hw/run-kit.sh" --report "$report" | tee "$report/kit.ktap" || rc=$?
 say "report: $report ($(tail -n1 "$report/kit.ktap"))"

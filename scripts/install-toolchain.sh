@@ -17,6 +17,7 @@ packages=(
 	dkms # the DKMS build of the module is tested against the test kernel
 	debhelper dh-dkms lintian help2man fakeroot # make debs: the Debian packages and their checks
 	mmdebstrap e2fsprogs # the Debian 13 system of tests/debian/run.sh and its disk image
+	rsync # the kernel's selftests Makefile installs the kselftests with it
 )
 
 missing=()

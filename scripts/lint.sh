@@ -111,13 +111,19 @@ module-metadata() {
 	return $bad
 }
 
+# The kselftests' copy of the uapi header (they build from their directory
+# alone, as tools/include/uapi holds copies of the kernel's) is the header.
+kselftest-uapi-copy() {
+	cmp uapi/linux/kfd_preempt.h tests/kselftest/kfd_preempt/include/linux/kfd_preempt.h
+}
+
 # The module's files import only downward, or a parent its own child
 # (Documentation/design.rst, "Architecture").
 import-graph() {
 	python3 scripts/import-graph.py
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata import-graph
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy
 failed=0
 for check in "$@"; do
 	if "$check"; then
