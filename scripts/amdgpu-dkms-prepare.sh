@@ -62,7 +62,8 @@ if [ -z "$src" ]; then
 	src=/var/lib/dkms/amdgpu/$versions/source
 	[ -d "$src" ] || src=/usr/src/amdgpu-$versions
 fi
-src=$(cd "$src" 2>/dev/null && pwd -P) || die "the amdgpu-dkms source $src is not a directory"
+dir=$(cd "$src" 2>/dev/null && pwd -P) || die "the amdgpu-dkms source $src is not a directory"
+src=$dir
 [ -r "$src/dkms.conf" ] || die "$src has no dkms.conf: not an amdgpu-dkms source"
 
 # dkms.conf is bash, read with the variables DKMS gives it.

@@ -131,7 +131,7 @@ printf '#!/bin/sh
 [ "$1" = status ] && printf "%%s" "$DKMS_STATUS"
 ' >"$scratch/rocm/bin/dkms"
 chmod +x "$scratch/rocm/bin/dkms"
-out=$(env -u KFDP_AMDGPU_KO PATH="$scratch/rocm/bin:$PATH" DKMS_STATUS="" \
+out=$(env -u KFDP_AMDGPU_KO -u KFDP_AMDGPU_SRC PATH="$scratch/rocm/bin:$PATH" DKMS_STATUS="" \
 	sh "$tree/dkms-build.sh" 0.0.0-rocm "$scratch/rocm" 2>&1)
 rc=$?
 sed 's/^/# /' <<<"$out"
