@@ -168,6 +168,11 @@ for t in "$KFDP_ROOT"/out/kselftest/*; do
 	[ -f "$t" ] && [ -x "$t" ] && cp "$t" "$root/kfdp/kselftest/"
 done
 [ -n "$(ls "$root/kfdp/kselftest")" ] || kfdp_die "no kselftests in out/kselftest: run scripts/build-kselftests.sh"
+# The same kselftests as the kernel's selftests Makefile installed them,
+# with its run_kselftest.sh (scripts/build-kselftests.sh).
+[ -x "$KFDP_ROOT/out/kselftest-install/run_kselftest.sh" ] ||
+	kfdp_die "no out/kselftest-install/run_kselftest.sh: run scripts/build-kselftests.sh"
+cp -r "$KFDP_ROOT/out/kselftest-install" "$root/kfdp/ksft"
 # The developer tool the CLI and daemon tests start tenants with, and the
 # crate's VM tests: not packaged. The CLI and the daemon are the package's.
 for t in kfdp-scenario kfd_preempt_vm_tests; do
@@ -208,7 +213,7 @@ expected=()
 for t in "$root"/kfdp/kselftest/*; do
 	expected+=("kselftest $(basename "$t")")
 done
-expected+=("kselftest amdgpu_dkms_standin_test.sh")
+expected+=("kselftest amdgpu_dkms_standin_test.sh" "kselftest run_kselftest.sh")
 passed=0 failed=0 skipped=0 verdict=0
 for k in "${kernels[@]}"; do
 	dir=$out/$k
