@@ -106,6 +106,7 @@ log "amdgpu $version (from $src) for Linux $kver: configuring a copy in $build a
 rm -rf "$cache"
 mkdir -p "$(dirname "$build")"
 cp -a "$src/." "$build/"
+[ -r "$build/amd/amdkfd/kfd_priv.h" ] || die "amdgpu $version has no amd/amdkfd/kfd_priv.h"
 # The pre-build step, as DKMS runs it: the script named relative to the
 # build copy, run there, with its arguments.
 if [ -n "$pre_build" ]; then
@@ -116,17 +117,17 @@ if [ -n "$pre_build" ]; then
 		die "amdgpu $version's pre-build step failed for Linux $kver (last lines below; all in $cache/pre-build.log): $(tail -n 5 "$cache/pre-build.log")"
 fi
 
-# One amdkfd object, by amdgpu's own build with the kernel's compilers.
-rm -f "$build/$(dirname "$object")/.$(basename "$object").cmd"
+# One amdkfd object, by amdgpu's own build with the kernel's compilers;
+# kbuild writes its command line to $cmd.
+cmd=$build/$(dirname "$object")/.$(basename "$object").cmd
+rm -f "$cmd"
 # shellcheck disable=SC2086 # MAKE[0] and the arguments are lists of words
 (cd "$build" && eval "$make0" '"$@"' "$object") >"$cache/object.log" 2>&1 ||
 	die "compiling $object of amdgpu $version for Linux $kver failed (last lines below; all in $cache/object.log): $(tail -n 5 "$cache/object.log")"
-cmd=$build/$(dirname "$object")/.$(basename "$object").cmd
 [ -r "$cmd" ] || die "building $object of amdgpu $version wrote no $cmd"
 python3 "$here/amdgpu-dkms-flags.py" "$cmd" "$build" >"$build/kfd_preempt.flags.tmp" ||
 	die "no flags from $cmd"
 mv "$build/kfd_preempt.flags.tmp" "$build/kfd_preempt.flags"
-[ -r "$build/amd/amdkfd/kfd_priv.h" ] || die "amdgpu $version has no amd/amdkfd/kfd_priv.h"
 echo "$key" >"$cache/ready"
 log "the glue gets $(wc -w <"$build/kfd_preempt.flags") flags of $object before the kernel's ($build/kfd_preempt.flags), forced includes: $(tr ' ' '\n' <"$build/kfd_preempt.flags" | grep -A1 -x -e -include -e -imacros | grep -v '^-' | sed "s|^$build/||" | paste -sd' ')"
 echo "$build"

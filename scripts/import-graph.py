@@ -19,7 +19,7 @@ import re
 import sys
 
 ROOT = "kfd_preempt_main.rs"
-MOD_DECL = re.compile(r'^\s*(?:#\[path\s*=\s*"([^"]+)"\]\s*)?(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', re.M)
+MOD_DECL = re.compile(r'^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', re.M)
 PATH_ATTR_THEN_MOD = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;')
 
 
@@ -40,7 +40,7 @@ def module_tree(src):
         own = os.path.splitext(os.path.basename(f))[0]
         child_dir = base if m == () or own == "mod" else os.path.join(base, own)
         paths = {name: p for p, name in PATH_ATTR_THEN_MOD.findall(text)}
-        for _, name in MOD_DECL.findall(text):
+        for name in MOD_DECL.findall(text):
             if name in paths:
                 cand = [os.path.join(base, paths[name])]
             else:
@@ -101,7 +101,6 @@ def graph(src):
     edges = {}
     for m, f in mods.items():
         text = strip_comments(open(f, encoding="utf-8").read())
-        # A file that is not mod.rs or the root: super:: is its parent.
         targets = set()
         for r in references(text, m):
             best = max((k for k in mods if r[:len(k)] == k), key=len, default=None)
