@@ -116,9 +116,9 @@ macro_rules! kfd_preempt_module {
                 },
                 sim_nodes: u32 {
                     default: 0,
-                    description: "Simulated KFD nodes for testing without a GPU (0: none, at most 8)",
+                    description: "Simulated KFD nodes for testing without a GPU (0: none, at most 64)",
                 },
-                sim_mes_nodes: u32 {
+                sim_mes_nodes: u64 {
                     default: 0,
                     description: "Bit N makes simulated node N a MES node (default: all HWS)",
                 },

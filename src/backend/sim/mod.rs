@@ -40,8 +40,10 @@ kernel::sync::global_lock! {
     pub(crate) unsafe(uninit) static SIM_SLOT: Mutex<Option<Arc<Sim>>> = None;
 }
 
-/// Largest `sim_nodes` accepted.
-pub(crate) const MAX_NODES: u32 = 8;
+/// Largest `sim_nodes` accepted: an MI300X host in CPX mode, 8 GPUs of 8
+/// partitions each (amdkfd's MAX_GPU_INSTANCE, the most one process sees).
+/// Also the width of the `sim_mes_nodes` mask (a u64).
+pub(crate) const MAX_NODES: u32 = 64;
 
 /// Topology gpu_id of simulated node 0; node `n` is `GPU_ID_BASE + n`.
 /// Real gpu_ids are hashes; these are easy to recognise in logs.
@@ -115,22 +117,23 @@ pub(crate) struct Sim {
 impl Sim {
     /// Creates `nodes` simulated nodes; bit `n` of `mes_mask` makes node `n`
     /// a MES node.
-    pub(crate) fn new(nodes: u32, mes_mask: u32) -> Result<Arc<Self>> {
+    pub(crate) fn new(nodes: u32, mes_mask: u64) -> Result<Arc<Self>> {
         if nodes == 0 || nodes > MAX_NODES {
             return Err(EINVAL);
         }
         let mut mes = KVec::with_capacity(nodes as usize, GFP_KERNEL)?;
         let mut knobs = KVec::with_capacity(nodes as usize, GFP_KERNEL)?;
         for n in 0..nodes {
-            mes.push(mes_mask & (1 << n) != 0, GFP_KERNEL)?;
+            mes.push(mes_mask & (1u64 << n) != 0, GFP_KERNEL)?;
             knobs.push(NodeKnobs::new(), GFP_KERNEL)?;
         }
+        let state = model::State::new(nodes)?;
         Arc::pin_init(
             pin_init!(Self {
                 mes,
                 knobs,
                 fail_node_lists: Atomic::new(0),
-                state <- new_mutex!(model::State::new(nodes)),
+                state <- new_mutex!(state),
                 driver <- kernel::new_work!("kfd_preempt::sim_driver"),
             }),
             GFP_KERNEL,

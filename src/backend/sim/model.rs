@@ -257,11 +257,18 @@ pub(crate) struct State {
     pub(crate) conservation_errors: u64,
     /// Processes torn down (file closed or mm gone).
     pub(crate) processes_exited: u64,
-    /// What each node is executing ([`exec`]).
-    pub(crate) exec: [NodeExec; MAX_NODES as usize],
+    /// What each node is executing ([`exec`]), by node.
+    pub(crate) exec: KVec<NodeExec>,
     /// The driver is queued or running; it is told to stop at module exit.
     pub(crate) driving: bool,
     pub(crate) driver_stopping: bool,
+}
+
+/// The set of `nodes` as a bit mask ([`MAX_NODES`] is 64).
+fn node_mask(nodes: impl Iterator<Item = u32>) -> u64 {
+    nodes
+        .filter(|&n| n < MAX_NODES)
+        .fold(0, |m, n| m | (1u64 << n))
 }
 
 fn delay(ns: u64) {
@@ -272,17 +279,25 @@ fn delay(ns: u64) {
 }
 
 impl State {
-    pub(crate) fn new(nodes: u32) -> Self {
-        Self {
+    /// The model of `nodes` nodes (at most [`MAX_NODES`]). A node's state is
+    /// its [`NodeExec`]: nothing runs for a node without queues.
+    pub(crate) fn new(nodes: u32) -> Result<Self> {
+        if nodes > MAX_NODES {
+            return Err(EINVAL);
+        }
+        let n = nodes as usize;
+        let mut exec = KVec::with_capacity(n, GFP_KERNEL)?;
+        exec.resize(n, NodeExec::default(), GFP_KERNEL)?;
+        Ok(Self {
             nodes,
             next_id: 1,
             processes: KVec::new(),
             conservation_errors: 0,
             processes_exited: 0,
-            exec: [NodeExec::default(); MAX_NODES as usize],
+            exec,
             driving: false,
             driver_stopping: false,
-        }
+        })
     }
 
     /// Number of nodes.
@@ -353,14 +368,17 @@ impl State {
             return;
         };
         let now = now_ns();
-        for n in 0..self.nodes {
+        // Only the nodes this process has queues on change; the others
+        // (most of a 64-node host) are left alone.
+        let on = node_mask(self.processes[i].queues.iter().map(|q| q.node));
+        for n in (0..self.nodes).filter(|&n| on & (1u64 << n) != 0) {
             self.pause_node(n, now);
         }
         let p = &mut self.processes[i];
         p.alive = false;
         p.evicted = [0; MAX_NODES as usize];
         let queues = core::mem::take(&mut p.queues);
-        for n in 0..self.nodes {
+        for n in (0..self.nodes).filter(|&n| on & (1u64 << n) != 0) {
             let mapped = queues.iter().filter(|q| q.node == n && q.mapped).count();
             if mapped == 0 {
                 continue;
