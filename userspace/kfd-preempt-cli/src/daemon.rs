@@ -170,21 +170,96 @@ fn render_tenants(out: &mut String, tenants: Option<&Vec<Value>>) {
     }
     let _ = writeln!(
         out,
-        "tenants:\n  {:>7}  {:<16} {:<16} {:<17} {:>6}  HELD",
-        "PID", "COMM", "CLASS", "PRIORITY", "QUEUES"
+        "tenants:\n  {:>7}  {:<16} {:<16} {:<17} {:>6}  {:<5}  NODES",
+        "PID", "COMM", "CLASS", "PRIORITY", "QUEUES", "HELD"
     );
     for t in tenants {
+        // A tenant held on some nodes only shows how many of its queues.
+        let held = match (
+            t.get("held_queues").and_then(Value::as_u64),
+            t.get("queues").and_then(Value::as_u64),
+        ) {
+            (Some(h), Some(q)) if h > 0 && h < q => format!("{h}/{q}"),
+            _ => cell(t.get("held")),
+        };
+        let nodes = t.get("nodes").and_then(Value::as_array).map_or_else(
+            || "-".to_string(),
+            |n| {
+                n.iter()
+                    .filter_map(Value::as_u64)
+                    .map(|g| format!("{g:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        );
         let _ = writeln!(
             out,
-            "  {:>7}  {:<16} {:<16} {:<17} {:>6}  {}",
+            "  {:>7}  {:<16} {:<16} {:<17} {:>6}  {:<5}  {}",
             cell(t.get("pid")),
             cell(t.get("comm")),
             cell(t.get("class")),
             cell(t.get("priority")),
             cell(t.get("queues")),
-            cell(t.get("held"))
+            held,
+            nodes
         );
     }
+}
+
+/// The per-decision table: one row per node and watched level.
+fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
+    let Some(decisions) = decisions.filter(|d| !d.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "decisions (a level's work on a node against the lower levels there):\n  \
+         {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9}",
+        "GPU_ID",
+        "LEVEL",
+        "MODE",
+        "HELD",
+        "WATCHED",
+        "LOWER",
+        "PREEMPTS",
+        "RESUMES",
+        "HELD_MS",
+        "MEAN_US"
+    );
+    for d in decisions {
+        let gpu = d
+            .get("gpu_id")
+            .and_then(Value::as_u64)
+            .map_or_else(|| "-".to_string(), |g| format!("{g:#x}"));
+        let c = d.get("counters");
+        let field = |k: &str| c.and_then(|c| c.get(k));
+        let held_ms = field("held_total_ms")
+            .and_then(Value::as_f64)
+            .map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"));
+        let h = d.get("reaction_latency_us");
+        let mean = match (
+            h.and_then(|h| h.get("count")).and_then(Value::as_u64),
+            h.and_then(|h| h.get("sum_us")).and_then(Value::as_u64),
+        ) {
+            (Some(n), Some(sum)) if n > 0 => (sum / n).to_string(),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9}",
+            gpu,
+            cell(d.get("level")),
+            cell(d.get("mode")),
+            cell(d.get("held")),
+            cell(d.get("watched_queues")),
+            cell(d.get("lower_queues")),
+            cell(field("preemptions")),
+            cell(field("resumes")),
+            held_ms,
+            mean
+        );
+    }
+    out.push('\n');
 }
 
 /// The reaction-latency histogram, one row per non-empty bucket.
@@ -284,6 +359,7 @@ pub(crate) fn render(v: &Value, now_unix_ms: Option<u64>) -> String {
     out.push('\n');
     render_tenants(&mut out, v.get("tenants").and_then(Value::as_array));
     out.push('\n');
+    render_decisions(&mut out, v.get("decisions").and_then(Value::as_array));
     render_latency(&mut out, v.get("reaction_latency_us"));
 
     if let Some(c) = v.get("config").and_then(Value::as_object) {
@@ -394,7 +470,16 @@ mod tests {
         {"pid": 100, "comm": "serve", "class": "inference",
          "priority": "latency-critical", "queues": 1, "held": false},
         {"pid": 200, "comm": "train", "class": "training",
-         "priority": "best-effort", "queues": 3}
+         "priority": "best-effort", "queues": 3},
+        {"pid": 300, "comm": "batch", "class": "training",
+         "priority": "best-effort", "queues": 3, "held_queues": 2,
+         "held": true, "nodes": [20736, 20737]}
+      ],
+      "decisions": [
+        {"gpu_id": 20736, "level": "latency-critical", "mode": "lc-busy",
+         "held": true, "watched_queues": 1, "lower_queues": 5,
+         "counters": {"preemptions": 12, "resumes": 11, "held_total_ms": 1234.5},
+         "reaction_latency_us": {"count": 5, "sum_us": 1700}}
       ]
     }"#;
 
@@ -424,10 +509,40 @@ mod tests {
         let cols: Vec<&str> = serve.split_whitespace().collect();
         assert_eq!(
             cols,
-            ["100", "serve", "inference", "latency-critical", "1", "no"]
+            [
+                "100",
+                "serve",
+                "inference",
+                "latency-critical",
+                "1",
+                "no",
+                "-"
+            ]
         );
         let train = lines.iter().find(|l| l.contains("train")).unwrap();
-        assert!(train.trim_end().ends_with('-'), "{train:?}");
+        assert!(train.trim_end().ends_with("-      -"), "{train:?}");
+        // Held on some of its nodes only: how many of its queues.
+        let batch = lines.iter().find(|l| l.contains("batch")).unwrap();
+        let cols: Vec<&str> = batch.split_whitespace().collect();
+        assert_eq!(cols[5..], ["2/3", "0x5100,0x5101"]);
+        // One row per decision.
+        let d = lines.iter().find(|l| l.starts_with("  0x5100")).unwrap();
+        let cols: Vec<&str> = d.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "0x5100",
+                "latency-critical",
+                "lc-busy",
+                "yes",
+                "1",
+                "5",
+                "12",
+                "11",
+                "1234.5",
+                "340"
+            ]
+        );
         // Histogram rows, the fullest bucket with the longest bar.
         assert!(
             text.contains("5 recorded, mean 340 us, max 600 us"),

@@ -577,11 +577,25 @@ fn daemon(h: &Host) -> Check {
         .get("mode")
         .and_then(|m| m.as_str())
         .unwrap_or("unknown");
+    // One decision per node and watched level: say how many hold queues.
+    let decisions = stats
+        .get("decisions")
+        .and_then(|d| d.as_array())
+        .map_or(String::new(), |d| {
+            let holding = d
+                .iter()
+                .filter(|x| x.get("held").and_then(|h| h.as_bool()) == Some(true))
+                .count();
+            format!(
+                ", {} decision(s) on its nodes, {holding} holding queues",
+                d.len()
+            )
+        });
     match (pid, alive) {
         (Some(p), true) => check(
             "daemon",
             Status::Ok,
-            format!("kfd-preemptd (pid {p}) is running, mode {mode}"),
+            format!("kfd-preemptd (pid {p}) is running, mode {mode}{decisions}"),
         ),
         _ => check(
             "daemon",

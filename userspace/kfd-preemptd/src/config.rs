@@ -64,40 +64,38 @@ pub enum LogFormat {
     Json,
 }
 
-/// What a class rule makes of the processes it matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// What a class rule makes of the processes it matches: a rank among
+/// `daemon.levels` (0 the lowest), or left alone.
+///
+/// A process's compute queues on a node are preempted while any queue of
+/// a higher level on the same node has work; equal levels never preempt
+/// each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub enum Priority {
-    /// Its queues are watched; while they have work, best-effort queues
-    /// are taken off the GPU.
-    LatencyCritical,
-    /// Its compute queues are preempted while latency-critical work runs.
-    BestEffort,
     /// Left alone (as are processes that match no rule).
+    #[default]
     Ignore,
+    /// The level of this rank in `daemon.levels`.
+    Level(usize),
 }
 
 impl Priority {
-    /// The name used in the configuration, logs and statistics.
-    ///
-    /// ```
-    /// use kfd_preemptd::config::Priority;
-    /// assert_eq!(Priority::BestEffort.as_str(), "best-effort");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::LatencyCritical => "latency-critical",
-            Priority::BestEffort => "best-effort",
-            Priority::Ignore => "ignore",
-        }
-    }
+    /// `best-effort` with the default levels.
+    pub const BEST_EFFORT: Priority = Priority::Level(0);
+    /// `latency-critical` with the default levels.
+    pub const LATENCY_CRITICAL: Priority = Priority::Level(1);
 }
 
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The name a class rule gives to leave processes alone.
+pub const IGNORE: &str = "ignore";
+
+/// The default `daemon.levels`, lowest first: the two classes of
+/// kfd-preemptd before levels existed, whose names every configuration
+/// may keep using.
+pub const DEFAULT_LEVELS: [&str; 2] = ["best-effort", "latency-critical"];
+
+/// The most levels a configuration may have.
+pub const MAX_LEVELS: usize = 16;
 
 /// The `[daemon]` section. Every key has a default.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -127,6 +125,9 @@ pub struct DaemonConfig {
     pub stats_path: PathBuf,
     /// Log line format.
     pub log_format: LogFormat,
+    /// The priority levels, lowest first: work of a level preempts every
+    /// lower level's compute queues on the same node.
+    pub levels: Vec<String>,
     /// SCHED_FIFO priority of the thread that reacts (1 to 99), so that
     /// busy tenants on every CPU cannot delay a preemption; 0: the default
     /// scheduler. The `/proc` scan runs on a thread of its own at the
@@ -147,6 +148,7 @@ impl Default for DaemonConfig {
             min_share_budget_ms: 100,
             stats_path: PathBuf::from("/run/kfd-preemptd/stats.json"),
             log_format: LogFormat::Text,
+            levels: DEFAULT_LEVELS.map(String::from).to_vec(),
             fifo_priority: 0,
         }
     }
@@ -186,8 +188,9 @@ impl DaemonConfig {
 pub struct ClassRule {
     /// Unique name, used in logs and statistics.
     pub name: String,
-    /// What matching processes are.
-    pub priority: Priority,
+    /// What matching processes are: the name of one of `daemon.levels`, or
+    /// `ignore`.
+    pub priority: String,
     /// Real user id (the first field of `Uid:` in `/proc/PID/status`).
     pub uid: Option<u32>,
     /// `/proc/PID/comm`, exactly (at most 15 bytes).
@@ -364,6 +367,28 @@ impl Config {
                 ),
             ));
         }
+        if d.levels.is_empty() || d.levels.len() > MAX_LEVELS {
+            return Err(invalid(
+                "daemon.levels",
+                format!("must name 1 to {MAX_LEVELS} levels, lowest first"),
+            ));
+        }
+        for (i, level) in d.levels.iter().enumerate() {
+            if level.is_empty() || level == IGNORE {
+                return Err(invalid(
+                    format!("daemon.levels[{i}]"),
+                    format!("{level:?} cannot name a level"),
+                ));
+            }
+            if d.levels[..i].contains(level) {
+                // A level listed twice would rank above and below itself,
+                // and preempt its own queues.
+                return Err(invalid(
+                    format!("daemon.levels[{i}]"),
+                    format!("duplicate level {level:?}"),
+                ));
+            }
+        }
         let mut names = HashSet::new();
         for (i, rule) in self.classes.iter().enumerate() {
             let key = |field: &str| format!("class[{i}].{field}");
@@ -374,6 +399,16 @@ impl Config {
                 return Err(invalid(
                     key("name"),
                     format!("duplicate class name {:?}", rule.name),
+                ));
+            }
+            if rule.priority != IGNORE && !d.levels.contains(&rule.priority) {
+                return Err(invalid(
+                    key("priority"),
+                    format!(
+                        "unknown level {:?} (daemon.levels: {}; or \"{IGNORE}\")",
+                        rule.priority,
+                        d.levels.join(", ")
+                    ),
                 ));
             }
             if !rule.has_selector() {
@@ -415,6 +450,33 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The priority `rule` gives (its level's rank).
+    ///
+    /// ```
+    /// use kfd_preemptd::config::{Config, Priority};
+    /// let c = Config::parse(
+    ///     "[daemon]\nlevels = [\"batch\", \"training\", \"inference\"]\n\
+    ///      [[class]]\nname = \"t\"\npriority = \"training\"\nuid = 0\n",
+    /// )?;
+    /// assert_eq!(c.priority_of(&c.classes[0]), Priority::Level(1));
+    /// # Ok::<(), kfd_preemptd::config::ConfigError>(())
+    /// ```
+    pub fn priority_of(&self, rule: &ClassRule) -> Priority {
+        self.daemon
+            .levels
+            .iter()
+            .position(|l| *l == rule.priority)
+            .map_or(Priority::Ignore, Priority::Level)
+    }
+
+    /// The name of `priority`, as the configuration spells it.
+    pub fn priority_name(&self, priority: Priority) -> &str {
+        match priority {
+            Priority::Ignore => IGNORE,
+            Priority::Level(r) => self.daemon.levels.get(r).map_or("?", String::as_str),
+        }
     }
 
     /// Whether some rule needs `/proc/PID/exe`.
@@ -499,9 +561,14 @@ mod tests {
         assert_eq!(c.daemon.log_format, LogFormat::Json);
         assert_eq!(c.daemon.lease(), Duration::from_millis(80));
         assert_eq!(c.classes.len(), 3);
-        assert_eq!(c.classes[0].priority, Priority::LatencyCritical);
+        assert_eq!(c.priority_of(&c.classes[0]), Priority::LATENCY_CRITICAL);
+        assert_eq!(c.priority_of(&c.classes[1]), Priority::BEST_EFFORT);
         assert_eq!(c.classes[1].env.as_deref(), Some("training"));
-        assert_eq!(c.classes[2].priority, Priority::Ignore);
+        assert_eq!(c.priority_of(&c.classes[2]), Priority::Ignore);
+        assert_eq!(
+            c.priority_name(Priority::LATENCY_CRITICAL),
+            "latency-critical"
+        );
         assert!(c.uses_env() && c.uses_exe());
     }
 
@@ -523,6 +590,41 @@ mod tests {
         assert!(e.contains("gpu") && e.contains("tenants"), "{e}");
         let e = err("[daemon]\nlog_format = \"xml\"\n");
         assert!(e.contains("xml") && e.contains("log_format"), "{e}");
+    }
+
+    #[test]
+    fn levels_are_ordered_names_and_classes_name_one() {
+        let c = Config::parse(
+            "[daemon]\nlevels = [\"batch\", \"training\", \"inference\"]\n\
+             [[class]]\nname = \"i\"\npriority = \"inference\"\nuid = 0\n\
+             [[class]]\nname = \"b\"\npriority = \"batch\"\nuid = 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.priority_of(&c.classes[0]), Priority::Level(2));
+        assert_eq!(c.priority_of(&c.classes[1]), Priority::Level(0));
+        assert!(Priority::Level(2) > Priority::Level(0));
+        assert_eq!(c.priority_name(Priority::Level(1)), "training");
+        // The old names are not levels of this configuration.
+        let e = err("[daemon]\nlevels = [\"low\", \"high\"]\n\
+                     [[class]]\nname = \"x\"\npriority = \"best-effort\"\nuid = 0\n");
+        assert!(e.starts_with("class[0].priority:"), "{e}");
+        assert!(e.contains("low, high"), "{e}");
+    }
+
+    #[test]
+    fn bad_levels_are_named() {
+        let e = err("[daemon]\nlevels = [\"a\", \"b\", \"a\"]\n");
+        assert!(
+            e.starts_with("daemon.levels[2]:") && e.contains("duplicate"),
+            "{e}"
+        );
+        let e = err("[daemon]\nlevels = []\n");
+        assert!(e.starts_with("daemon.levels:"), "{e}");
+        let e = err("[daemon]\nlevels = [\"a\", \"ignore\"]\n");
+        assert!(e.starts_with("daemon.levels[1]:"), "{e}");
+        let many: Vec<String> = (0..=MAX_LEVELS).map(|i| format!("\"l{i}\"")).collect();
+        let e = err(&format!("[daemon]\nlevels = [{}]\n", many.join(", ")));
+        assert!(e.starts_with("daemon.levels:"), "{e}");
     }
 
     #[test]

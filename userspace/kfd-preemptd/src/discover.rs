@@ -296,7 +296,7 @@ impl Discovery {
             );
             result.added.push(Candidate {
                 class: rule.map(|r| r.name.clone()),
-                priority: rule.map_or(Priority::Ignore, |r| r.priority),
+                priority: rule.map_or(Priority::Ignore, |r| cfg.priority_of(r)),
                 info,
                 kind,
             });
@@ -428,7 +428,7 @@ mod tests {
             uid = 1000
         "#);
         assert_eq!(
-            classify(&c, &p.info(10)).unwrap().priority,
+            c.priority_of(classify(&c, &p.info(10)).unwrap()),
             Priority::Ignore
         );
         let reversed = cfg(r#"
@@ -546,7 +546,10 @@ mod tests {
         let added: Vec<_> = r.added.iter().map(|a| (a.info.pid, a.priority)).collect();
         assert_eq!(
             added,
-            [(10, Priority::LatencyCritical), (20, Priority::BestEffort)]
+            [
+                (10, Priority::LATENCY_CRITICAL),
+                (20, Priority::BEST_EFFORT)
+            ]
         );
         assert!(r.gone.is_empty());
         // Nothing new on the second scan.
@@ -560,7 +563,7 @@ mod tests {
         let r = d.scan_listed(&c, &[(10, TargetKind::KfdFd)]);
         assert_eq!(r.gone, [10]);
         assert_eq!(r.added[0].info.start_time, 999);
-        assert_eq!(r.added[0].priority, Priority::BestEffort);
+        assert_eq!(r.added[0].priority, Priority::BEST_EFFORT);
         // 10 closes its KFD file: no longer listed, gone.
         let r = d.scan_listed(&c, &[]);
         assert_eq!(r.gone, [10]);

@@ -77,7 +77,7 @@ fn once(cfg: &Config) -> ExitCode {
             c.info.comm,
             c.class.as_deref().unwrap_or("-"),
             if c.class.is_some() {
-                c.priority.as_str()
+                cfg.priority_name(c.priority)
             } else {
                 "ignore (no match)"
             },
@@ -85,13 +85,17 @@ fn once(cfg: &Config) -> ExitCode {
         );
     }
     let n = |p: Priority| r.added.iter().filter(|c| c.priority == p).count();
-    println!(
-        "{} tenant(s): {} latency-critical, {} best-effort, {} ignored",
-        r.added.len(),
-        n(Priority::LatencyCritical),
-        n(Priority::BestEffort),
-        n(Priority::Ignore)
-    );
+    // Highest level first: "1 latency-critical, 1 best-effort" with the
+    // default levels.
+    let mut counts: Vec<String> = (0..cfg.daemon.levels.len())
+        .rev()
+        .map(|rank| {
+            let p = Priority::Level(rank);
+            format!("{} {}", n(p), cfg.priority_name(p))
+        })
+        .collect();
+    counts.push(format!("{} ignored", n(Priority::Ignore)));
+    println!("{} tenant(s): {}", r.added.len(), counts.join(", "));
     ExitCode::SUCCESS
 }
 

@@ -246,7 +246,7 @@ pub enum Action {
 }
 
 /// The policy's view of LC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// No LC queue is watched: nothing armed, BE runs.
@@ -305,6 +305,16 @@ impl Histogram {
         self.max_us = self.max_us.max(us);
     }
 
+    /// Adds every latency of `other`.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets.iter()) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+        self.max_us = self.max_us.max(other.max_us);
+    }
+
     /// The bucket a latency of `us` microseconds falls in.
     ///
     /// ```
@@ -340,6 +350,18 @@ pub struct Counters {
     pub renewals: u64,
     /// Time BE was held, over closed holds (see [`Policy::held_total`]).
     pub held_total: Duration,
+}
+
+impl Counters {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Counters) {
+        self.preemptions += other.preemptions;
+        self.preempt_failures += other.preempt_failures;
+        self.resumes += other.resumes;
+        self.forced_resumes += other.forced_resumes;
+        self.renewals += other.renewals;
+        self.held_total += other.held_total;
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,7 @@ use std::{
 
 use serde::Serialize;
 
-use crate::policy::{Class, Histogram, Mode, Policy, PolicyConfig};
+use crate::policy::{Counters, Histogram, Mode, Policy, PolicyConfig};
 
 /// The schema version written as `"version"`. Fields may be added within
 /// a version; a removed or redefined field bumps it.
@@ -26,12 +26,47 @@ pub struct TenantStats {
     pub comm: String,
     /// The name of the class rule that matched it.
     pub class: String,
-    /// `latency-critical` or `best-effort`.
-    pub priority: Class,
-    /// Its compute queues (LC: those watched).
+    /// The name of its priority level (`latency-critical` and
+    /// `best-effort` with the default levels).
+    pub priority: String,
+    /// Its rank among the levels: 0 is the lowest.
+    pub rank: usize,
+    /// Its compute queues on every node.
     pub queues: usize,
-    /// Whether its queues are held off the GPU (BE only).
+    /// How many of them are held off the GPU now.
+    pub held_queues: usize,
+    /// Whether any of its queues is held off the GPU.
     pub held: bool,
+    /// The gpu_ids of the nodes it has compute queues on.
+    pub nodes: Vec<u32>,
+}
+
+/// One decision of one node: the work of the level `level` on the node
+/// `gpu_id` preempts every lower level's compute queues on that node.
+/// Each has its own policy (hysteresis, lease, minimum share) and counters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecisionStats {
+    /// The KFD node (topology gpu_id).
+    pub gpu_id: u32,
+    /// The level whose queues are watched.
+    pub level: String,
+    /// Its rank: 0 is the lowest.
+    pub rank: usize,
+    /// The watched level's state on this node.
+    pub mode: Mode,
+    /// Whether this decision holds the lower levels' queues.
+    pub held: bool,
+    /// Queues watched (of `level` on this node).
+    pub watched_queues: usize,
+    /// Queues this decision would preempt (lower levels on this node).
+    pub lower_queues: usize,
+    /// Lower levels' run time in the current minimum-share window, ms.
+    pub be_run_in_period_ms: f64,
+    /// Its counters.
+    pub counters: CounterStats,
+    /// Its reaction latency (busy edge seen by the module to preemption
+    /// done).
+    pub reaction_latency_us: LatencyStats,
 }
 
 /// The counters.
@@ -132,7 +167,9 @@ impl From<&PolicyConfig> for ConfigStats {
     }
 }
 
-/// The whole statistics document.
+/// The whole statistics document. The top-level state and counters sum
+/// up every decision (`decisions`): `mode` is the busiest, `be_held` is
+/// whether any decision holds queues.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stats {
     /// [`STATS_VERSION`].
@@ -143,52 +180,108 @@ pub struct Stats {
     pub written_at_unix_ms: u64,
     /// Seconds since the daemon started.
     pub uptime_s: f64,
-    /// LC's state: `no-lc`, `lc-idle` or `lc-busy`.
+    /// The busiest decision's state: `no-lc`, `lc-idle` or `lc-busy`.
     pub mode: Mode,
-    /// Whether BE queues are held off the GPU.
+    /// Whether any queues are held off the GPU.
     pub be_held: bool,
-    /// BE run time in the current minimum-share window, ms.
+    /// The least run time of held levels in their current minimum-share
+    /// window, ms (the window's length when no decision exists).
     pub be_run_in_period_ms: f64,
-    /// The counters.
+    /// The counters, summed over the decisions.
     pub counters: CounterStats,
-    /// The reaction-latency histogram.
+    /// The reaction-latency histogram, merged over the decisions.
     pub reaction_latency_us: LatencyStats,
     /// The attached tenants, by pid.
     pub tenants: Vec<TenantStats>,
     /// The tunables in effect.
     pub config: ConfigStats,
+    /// The priority levels, lowest first.
+    pub levels: Vec<String>,
+    /// One entry per node and watched level, by gpu_id then rank.
+    pub decisions: Vec<DecisionStats>,
+}
+
+/// What [`Stats::snapshot`] reads of one decision.
+pub struct DecisionView<'a> {
+    /// The node.
+    pub gpu_id: u32,
+    /// The watched level's name.
+    pub level: &'a str,
+    /// Its rank.
+    pub rank: usize,
+    /// The decision's policy.
+    pub policy: &'a Policy,
+    /// Queues watched.
+    pub watched_queues: usize,
+    /// Queues of lower levels on the node.
+    pub lower_queues: usize,
+}
+
+fn counter_stats(c: &Counters, held_total: Duration) -> CounterStats {
+    CounterStats {
+        preemptions: c.preemptions,
+        preempt_failures: c.preempt_failures,
+        resumes: c.resumes,
+        forced_resumes: c.forced_resumes,
+        renewals: c.renewals,
+        held_total_ms: held_total.as_secs_f64() * 1e3,
+    }
 }
 
 impl Stats {
-    /// A snapshot of `policy` at `now` (monotonic) with `tenants`.
+    /// A snapshot of the `decisions` at `now` (monotonic) with `tenants`.
     pub fn snapshot(
-        policy: &Policy,
+        config: &PolicyConfig,
+        levels: &[String],
+        decisions: &[DecisionView<'_>],
         now: Duration,
         uptime: Duration,
         written_at_unix_ms: u64,
         mut tenants: Vec<TenantStats>,
     ) -> Self {
         tenants.sort_by_key(|t| t.pid);
-        let c = policy.counters();
+        let mut total = Counters::default();
+        let mut held_total = Duration::ZERO;
+        let mut latency = Histogram::default();
+        let mut mode = Mode::NoLc;
+        let mut be_run = config.min_share_period;
+        let mut out = Vec::with_capacity(decisions.len());
+        for d in decisions {
+            let p = d.policy;
+            let c = p.counters();
+            total.add(c);
+            held_total += p.held_total(now);
+            latency.merge(p.latency());
+            mode = mode.max(p.mode());
+            be_run = be_run.min(p.be_run_in_period(now));
+            out.push(DecisionStats {
+                gpu_id: d.gpu_id,
+                level: d.level.to_string(),
+                rank: d.rank,
+                mode: p.mode(),
+                held: p.is_held(),
+                watched_queues: d.watched_queues,
+                lower_queues: d.lower_queues,
+                be_run_in_period_ms: p.be_run_in_period(now).as_secs_f64() * 1e3,
+                counters: counter_stats(c, p.held_total(now)),
+                reaction_latency_us: p.latency().into(),
+            });
+        }
+        out.sort_by_key(|d| (d.gpu_id, d.rank));
         Stats {
             version: STATS_VERSION,
             pid: std::process::id(),
             written_at_unix_ms,
             uptime_s: uptime.as_secs_f64(),
-            mode: policy.mode(),
-            be_held: policy.is_held(),
-            be_run_in_period_ms: policy.be_run_in_period(now).as_secs_f64() * 1e3,
-            counters: CounterStats {
-                preemptions: c.preemptions,
-                preempt_failures: c.preempt_failures,
-                resumes: c.resumes,
-                forced_resumes: c.forced_resumes,
-                renewals: c.renewals,
-                held_total_ms: policy.held_total(now).as_secs_f64() * 1e3,
-            },
-            reaction_latency_us: policy.latency().into(),
+            mode,
+            be_held: decisions.iter().any(|d| d.policy.is_held()),
+            be_run_in_period_ms: be_run.as_secs_f64() * 1e3,
+            counters: counter_stats(&total, held_total),
+            reaction_latency_us: (&latency).into(),
             tenants,
-            config: policy.config().into(),
+            config: config.into(),
+            levels: levels.to_vec(),
+            decisions: out,
         }
     }
 }
@@ -211,11 +304,23 @@ pub fn write_atomic(path: &Path, stats: &Stats) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Event;
+    use crate::policy::{Class, Event};
 
-    #[test]
-    fn snapshot_is_self_describing_and_complete() {
-        let ms = Duration::from_millis;
+    fn tenant(pid: i32, class: &str, priority: &str, rank: usize, held: usize) -> TenantStats {
+        TenantStats {
+            pid,
+            comm: format!("c{pid}"),
+            class: class.into(),
+            priority: priority.into(),
+            rank,
+            queues: 3,
+            held_queues: held,
+            held: held > 0,
+            nodes: vec![0x5100],
+        }
+    }
+
+    fn busy_policy(ms: fn(u64) -> Duration, preempt_at: u64) -> Policy {
         let mut p = Policy::new(PolicyConfig::default(), ms(0));
         p.handle(
             ms(0),
@@ -233,47 +338,93 @@ mod tests {
             },
         );
         p.handle(ms(0), Event::TenantQueues { pid: 2, queues: 3 });
-        p.handle(ms(10), Event::LcBusy { edge: ms(10) });
         p.handle(
-            ms(10) + Duration::from_micros(300),
+            ms(preempt_at),
+            Event::LcBusy {
+                edge: ms(preempt_at),
+            },
+        );
+        p.handle(
+            ms(preempt_at) + Duration::from_micros(300),
             Event::PreemptDone { retry_after: None },
         );
-        let tenants = vec![
-            TenantStats {
-                pid: 2,
-                comm: "train".into(),
-                class: "training".into(),
-                priority: Class::BestEffort,
-                queues: 3,
-                held: true,
+        p
+    }
+
+    #[test]
+    fn snapshot_is_self_describing_and_sums_its_decisions() {
+        let ms = Duration::from_millis;
+        let busy = busy_policy(ms, 10);
+        let other = busy_policy(ms, 20);
+        let idle = Policy::new(PolicyConfig::default(), ms(0));
+        let levels = vec!["best-effort".to_string(), "latency-critical".to_string()];
+        let views = [
+            DecisionView {
+                gpu_id: 0x5101,
+                level: "latency-critical",
+                rank: 1,
+                policy: &other,
+                watched_queues: 1,
+                lower_queues: 3,
             },
-            TenantStats {
-                pid: 1,
-                comm: "serve".into(),
-                class: "inference".into(),
-                priority: Class::LatencyCritical,
-                queues: 1,
-                held: false,
+            DecisionView {
+                gpu_id: 0x5100,
+                level: "latency-critical",
+                rank: 1,
+                policy: &busy,
+                watched_queues: 1,
+                lower_queues: 3,
+            },
+            DecisionView {
+                gpu_id: 0x5102,
+                level: "latency-critical",
+                rank: 1,
+                policy: &idle,
+                watched_queues: 0,
+                lower_queues: 0,
             },
         ];
-        let s = Stats::snapshot(&p, ms(30), ms(30), 1234, tenants);
+        let tenants = vec![
+            tenant(2, "training", "best-effort", 0, 3),
+            tenant(1, "inference", "latency-critical", 1, 0),
+        ];
+        let s = Stats::snapshot(
+            &PolicyConfig::default(),
+            &levels,
+            &views,
+            ms(30),
+            ms(30),
+            1234,
+            tenants,
+        );
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["version"], 1);
         assert_eq!(v["mode"], "lc-busy");
         assert_eq!(v["be_held"], true);
-        assert_eq!(v["counters"]["preemptions"], 1);
-        assert_eq!(v["counters"]["held_total_ms"], 20.0);
+        assert_eq!(v["counters"]["preemptions"], 2);
+        assert_eq!(v["counters"]["held_total_ms"], 30.0);
         assert_eq!(v["reaction_latency_us"]["scale"], "log2-us");
-        assert_eq!(v["reaction_latency_us"]["count"], 1);
+        assert_eq!(v["reaction_latency_us"]["count"], 2);
         assert_eq!(
             v["reaction_latency_us"]["buckets"][0],
-            serde_json::json!({"low_us": 256, "high_us": 512, "count": 1})
+            serde_json::json!({"low_us": 256, "high_us": 512, "count": 2})
         );
         assert_eq!(v["tenants"][0]["pid"], 1);
         assert_eq!(v["tenants"][0]["priority"], "latency-critical");
         assert_eq!(v["tenants"][1]["held"], true);
+        assert_eq!(v["tenants"][1]["held_queues"], 3);
         assert_eq!(v["config"]["lease_ms"], 200);
         assert_eq!(v["config"]["sample_period_us"], 50);
+        assert_eq!(v["levels"], serde_json::json!(levels));
+        // By node: each decision's own counters.
+        let d = &v["decisions"];
+        assert_eq!(d[0]["gpu_id"], 0x5100);
+        assert_eq!(d[0]["counters"]["held_total_ms"], 20.0);
+        assert_eq!(d[1]["gpu_id"], 0x5101);
+        assert_eq!(d[1]["counters"]["held_total_ms"], 10.0);
+        assert_eq!(d[2]["mode"], "no-lc");
+        assert_eq!(d[2]["held"], false);
+        assert_eq!(d[2]["counters"]["preemptions"], 0);
     }
 
     #[test]
@@ -281,8 +432,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kfd-preemptd-stats-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
         let path = dir.join("stats.json");
-        let p = Policy::new(PolicyConfig::default(), Duration::ZERO);
-        let s = Stats::snapshot(&p, Duration::ZERO, Duration::ZERO, 0, vec![]);
+        let s = Stats::snapshot(
+            &PolicyConfig::default(),
+            &[],
+            &[],
+            Duration::ZERO,
+            Duration::ZERO,
+            0,
+            vec![],
+        );
         write_atomic(&path, &s).unwrap();
         write_atomic(&path, &s).unwrap();
         let v: serde_json::Value =

@@ -1,0 +1,82 @@
+//! One decision: the work of one priority level on one node against every
+//! lower level's compute queues on that node.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use kfd_preempt::QueueRef;
+
+use super::{backend::Backend, watcher::Watcher};
+use crate::policy::{Class, Event, Policy, PolicyConfig};
+
+/// A decision's key: the node's gpu_id and the watched level's rank.
+/// Ordered by node, then level.
+pub type ArenaKey = (u32, usize);
+
+/// One decision's state.
+pub(super) struct Arena<B: Backend> {
+    /// Its own policy: hysteresis, lease, minimum share, counters.
+    pub policy: Policy,
+    /// Its file, while the level has queues on the node.
+    pub watcher: Option<Watcher<B>>,
+    /// The tenants the policy was told of, with their class and queues.
+    pub members: BTreeMap<i32, (Class, usize)>,
+    /// The lower levels' compute queues on the node (main-file handles):
+    /// what a preemption names.
+    pub lower: Vec<QueueRef>,
+    /// The kernel timestamp of the last busy edge, for the log.
+    pub last_edge: Option<Duration>,
+}
+
+impl<B: Backend> Arena<B> {
+    /// A decision that holds nothing, whose minimum-share window starts at
+    /// `now`.
+    pub fn new(cfg: PolicyConfig, now: Duration) -> Self {
+        Arena {
+            policy: Policy::new(cfg, now),
+            watcher: None,
+            members: BTreeMap::new(),
+            lower: Vec::new(),
+            last_edge: None,
+        }
+    }
+
+    /// The events that tell the policy of `want` (each member's class and
+    /// queue count) after `members`: arrivals, changes, departures.
+    pub fn membership_events(&mut self, want: BTreeMap<i32, (Class, usize)>) -> Vec<Event> {
+        let mut events = Vec::new();
+        for (pid, (class, _)) in &self.members {
+            if want.get(pid).is_none_or(|(c, _)| c != class) {
+                events.push(Event::TenantGone { pid: *pid });
+            }
+        }
+        for (pid, (class, queues)) in &want {
+            match self.members.get(pid) {
+                Some((c, n)) if c == class => {
+                    if n != queues {
+                        events.push(Event::TenantQueues {
+                            pid: *pid,
+                            queues: *queues,
+                        });
+                    }
+                }
+                _ => {
+                    events.push(Event::TenantAdded {
+                        pid: *pid,
+                        class: *class,
+                    });
+                    events.push(Event::TenantQueues {
+                        pid: *pid,
+                        queues: *queues,
+                    });
+                }
+            }
+        }
+        self.members = want;
+        events
+    }
+
+    /// Queues watched.
+    pub fn watched(&self) -> usize {
+        self.watcher.as_ref().map_or(0, Watcher::num_watched)
+    }
+}

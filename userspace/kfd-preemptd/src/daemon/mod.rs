@@ -1,0 +1,409 @@
+//! The daemon: one owner of `/dev/kfd_preempt`, one loop, one decision per
+//! node and priority level.
+//!
+//! A *decision* ([`arena`]) is the work of one level on one node against
+//! every lower level's compute queues on that node, with a policy of its
+//! own ([`crate::policy`]): an inference request on node 0 preempts the
+//! training queues on node 0 and nothing else. The module arms one
+//! condition per file, so each decision watches its queues through a file
+//! of its own ([`watcher`]); the main file attaches every tenant and
+//! issues every PREEMPT and RESUME, and decisions that act at the same
+//! moment share one PREEMPT batch ([`actions`]).
+//!
+//! The loop polls the decisions' eventfds, the scan thread's and a stop
+//! descriptor (SIGTERM/SIGINT), with a timeout at the next deadline among
+//! the policies' (lease renewal, minimum share, retries) and the
+//! statistics write. An eventfd wakeup is confirmed with a SAMPLE of that
+//! decision's file before its policy hears of it, so a stale signal from a
+//! replaced ARM cannot resume or preempt anything. Only the decisions that
+//! woke or whose deadline came are touched: the cost of a decision does not
+//! grow with the number of idle nodes.
+
+mod actions;
+pub mod arena;
+mod backend;
+mod lister;
+mod report;
+mod tenants;
+#[cfg(test)]
+mod tests;
+mod watcher;
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    fmt,
+    os::fd::BorrowedFd,
+    path::PathBuf,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use kfd_preempt::{Caps, Info, QueueRef, QueueType};
+use rustix::{
+    event::{poll, PollFd, PollFlags, Timespec},
+    io::Errno,
+    time::{clock_gettime, ClockId},
+};
+use serde_json::{json, Value};
+
+use self::arena::Arena;
+pub use self::{
+    actions::PreemptSummary,
+    arena::ArenaKey,
+    backend::{Backend, ModuleFile},
+    lister::Lister,
+    watcher::{confirm, ArmState, Confirmation},
+};
+use crate::{
+    config::Config,
+    discover::Discovery,
+    log::{Level, Logger},
+    policy::{Event, PolicyConfig},
+};
+
+/// How often the statistics file is rewritten.
+const STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A failure that stops the daemon, with what it was doing.
+#[derive(Debug)]
+pub struct Fatal {
+    /// What was being done.
+    pub context: String,
+    /// Why it failed.
+    pub message: String,
+}
+
+impl fmt::Display for Fatal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, self.message)
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+fn fatal(context: impl Into<String>, e: impl fmt::Display) -> Fatal {
+    Fatal {
+        context: context.into(),
+        message: e.to_string(),
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, the clock of the module's SAMPLE timestamps.
+pub fn monotonic() -> Duration {
+    let t = clock_gettime(ClockId::Monotonic);
+    // The monotonic clock is never negative.
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.max(0) as u32)
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Whether a queue is one the daemon preempts or watches: compute queues
+/// only (SDMA queues cannot be preempted by the module nor watched).
+pub fn is_compute(t: QueueType) -> bool {
+    matches!(t, QueueType::Compute | QueueType::ComputeAql)
+}
+
+/// An attached tenant.
+struct Tenant {
+    /// Its attachment on the main file.
+    handle: kfd_preempt::Handle,
+    comm: String,
+    class_name: String,
+    /// Its level's rank: 0 is the lowest.
+    rank: usize,
+    /// Its compute queues on every node (main-file handles).
+    queues: Vec<QueueRef>,
+}
+
+/// The daemon's state.
+pub struct Daemon<'c, B: Backend> {
+    cfg: &'c Config,
+    /// The main file: every attachment, PREEMPT and RESUME.
+    dev: B,
+    log: Logger,
+    pcfg: PolicyConfig,
+    discovery: Discovery,
+    tenants: BTreeMap<i32, Tenant>,
+    /// Pids whose attach failed for a lasting reason: not retried until
+    /// they exit.
+    refused: HashSet<i32>,
+    /// The decisions, by node then level; kept (with their counters) when
+    /// their level leaves the node.
+    arenas: BTreeMap<ArenaKey, Arena<B>>,
+    /// Delay before retrying rate-limited entries.
+    retry_delay: Duration,
+    stats_path: Option<PathBuf>,
+    stats_failing: bool,
+    started: Duration,
+    next_scan: Duration,
+    next_stats: Duration,
+    /// Lists processes off the main loop; `None`: the loop lists them
+    /// itself (tests, through the backend).
+    lister: Option<Lister>,
+}
+
+impl<'c, B: Backend> Daemon<'c, B> {
+    /// Sets up a daemon over an open device whose `info` was read, finding
+    /// tenants with `discovery`.
+    pub fn new(
+        cfg: &'c Config,
+        dev: B,
+        info: &Info,
+        discovery: Discovery,
+        stats_path: Option<PathBuf>,
+    ) -> Result<Self, Fatal> {
+        let log = Logger::new(cfg.daemon.log_format);
+        if !info.caps.has(Caps::ACTIVITY) {
+            return Err(fatal(
+                "checking the module",
+                format!(
+                    "it has no activity detection (ABI {}.{}; kfd-preemptd needs 1.2 with the \"activity\" capability)",
+                    info.abi_major, info.abi_minor
+                ),
+            ));
+        }
+        let mut pcfg = PolicyConfig::from(&cfg.daemon);
+        if pcfg.sample_period < info.min_watch_period {
+            log.log(
+                Level::Warn,
+                "config",
+                &[
+                    ("key", json!("daemon.sample_period_us")),
+                    ("configured_us", json!(cfg.daemon.sample_period_us)),
+                    ("using_us", json!(info.min_watch_period.as_micros() as u64)),
+                    ("why", json!("below the module's min_watch_period_us")),
+                ],
+            );
+            pcfg.sample_period = info.min_watch_period;
+        }
+        let now = monotonic();
+        let retry_delay = Duration::from_micros(info.min_preempt_interval_us.max(1000).into());
+        Ok(Daemon {
+            cfg,
+            dev,
+            log,
+            pcfg,
+            discovery,
+            tenants: BTreeMap::new(),
+            refused: HashSet::new(),
+            arenas: BTreeMap::new(),
+            retry_delay,
+            stats_path,
+            stats_failing: false,
+            started: now,
+            next_scan: now,
+            next_stats: now + STATS_INTERVAL,
+            lister: None,
+        })
+    }
+
+    /// Lists processes on a thread of their own from now on.
+    pub fn use_lister(&mut self, lister: Lister) {
+        self.lister = Some(lister);
+    }
+
+    /// The decisions' keys, by node then level.
+    pub fn decisions(&self) -> impl Iterator<Item = ArenaKey> + '_ {
+        self.arenas.keys().copied()
+    }
+
+    /// The earliest deadline of any decision.
+    fn next_deadline(&self, now: Duration) -> Duration {
+        self.arenas
+            .values()
+            .map(|a| a.policy.next_deadline(now))
+            .min()
+            .unwrap_or(now + self.pcfg.min_share_period)
+    }
+
+    /// Runs until `stop` becomes readable (a signal arrived), then resumes
+    /// everything and writes the statistics.
+    pub fn run(&mut self, stop: BorrowedFd<'_>) -> Result<(), Fatal> {
+        if self.lister.is_none() {
+            self.scan();
+        }
+        self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
+        loop {
+            let now = monotonic();
+            self.tick_due(now);
+            if now >= self.next_stats {
+                self.write_stats(now);
+                self.next_stats = now + STATS_INTERVAL;
+            }
+            let now = monotonic();
+            let mut deadline = self.next_stats.min(self.next_deadline(now));
+            if self.lister.is_none() {
+                deadline = deadline.min(self.next_scan);
+            }
+            let timeout = Timespec::try_from(deadline.saturating_sub(now)).unwrap_or(Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            });
+            let (woken, listed) = {
+                let keys: Vec<ArenaKey> = self
+                    .arenas
+                    .iter()
+                    .filter(|(_, a)| a.watcher.is_some())
+                    .map(|(k, _)| *k)
+                    .collect();
+                let mut fds = vec![PollFd::from_borrowed_fd(stop, PollFlags::IN)];
+                if let Some(l) = &self.lister {
+                    fds.push(PollFd::new(&l.wake, PollFlags::IN));
+                }
+                let first_watcher = fds.len();
+                for k in &keys {
+                    if let Some(w) = self.arenas.get(k).and_then(|a| a.watcher.as_ref()) {
+                        fds.push(PollFd::new(&w.efd, PollFlags::IN));
+                    }
+                }
+                match poll(&mut fds, Some(&timeout)) {
+                    Ok(_) | Err(Errno::INTR) => {}
+                    Err(e) => return Err(fatal("poll", e)),
+                }
+                if !fds[0].revents().is_empty() {
+                    break;
+                }
+                let listed = self.lister.is_some() && fds[1].revents().contains(PollFlags::IN);
+                let woken: Vec<ArenaKey> = keys
+                    .iter()
+                    .zip(&fds[first_watcher..])
+                    .filter(|(_, f)| f.revents().contains(PollFlags::IN))
+                    .map(|(k, _)| *k)
+                    .collect();
+                (woken, listed)
+            };
+            // The eventfds first: a busy edge must not wait for the
+            // bookkeeping of a scan.
+            if !woken.is_empty() {
+                self.on_wakeups(&woken);
+            }
+            if listed {
+                if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
+                    self.apply_listing(listing);
+                }
+            } else if self.lister.is_none() && monotonic() >= self.next_scan {
+                self.scan();
+                self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// Delivers a tick to the decisions whose deadline has come.
+    fn tick_due(&mut self, now: Duration) {
+        let due: Vec<(ArenaKey, Duration, Event)> = self
+            .arenas
+            .iter()
+            .filter(|(_, a)| a.policy.next_deadline(now) <= now)
+            .map(|(k, _)| (*k, now, Event::Tick))
+            .collect();
+        if !due.is_empty() {
+            self.feed(due);
+        }
+    }
+
+    /// Resumes whatever is held, disarms and writes the statistics.
+    pub fn shutdown(&mut self) {
+        let now = monotonic();
+        let keys: Vec<ArenaKey> = self.arenas.keys().copied().collect();
+        for k in keys {
+            let actions = match self.arenas.get_mut(&k) {
+                Some(a) => a.policy.shutdown(now),
+                None => continue,
+            };
+            // Nothing can follow from these.
+            self.carry_out(actions.into_iter().map(|a| (k, a)).collect());
+        }
+        self.write_stats(monotonic());
+        let preemptions: u64 = self
+            .arenas
+            .values()
+            .map(|a| a.policy.counters().preemptions)
+            .sum();
+        self.log.log(
+            Level::Info,
+            "stop",
+            &[
+                ("tenants", json!(self.tenants.len())),
+                ("decisions", json!(self.arenas.len())),
+                ("preemptions", json!(preemptions)),
+            ],
+        );
+    }
+
+    fn warn(&self, what: &str, e: &dyn fmt::Display) {
+        self.log.log(
+            Level::Warn,
+            what,
+            &[("outcome", json!("error")), ("error", json!(e.to_string()))],
+        );
+    }
+
+    fn pid_of(&self, handle: kfd_preempt::Handle) -> Option<i32> {
+        self.tenants
+            .iter()
+            .find(|(_, t)| t.handle == handle)
+            .map(|(pid, _)| *pid)
+    }
+}
+
+/// A decision's name in logs: `gpu_id/level`.
+fn decision_name(cfg: &Config, key: ArenaKey) -> String {
+    let level = cfg.daemon.levels.get(key.1).map_or("?", String::as_str);
+    format!("{:#x}/{level}", key.0)
+}
+
+/// Puts the calling thread (only) under SCHED_FIFO at `priority`.
+fn set_fifo(priority: u32) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority as libc::c_int,
+    };
+    // SAFETY: `param` is a valid sched_param for the call; pid 0 is the
+    // calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Opens the device and runs the daemon until `stop` is readable.
+pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> Result<(), Fatal> {
+    let log = Logger::new(cfg.daemon.log_format);
+    let dev = ModuleFile::open(cfg.daemon.device.clone())
+        .map_err(|e| fatal(format!("opening {}", cfg.daemon.device.display()), e))?;
+    let info = dev.device().info().map_err(|e| fatal("KFDP_IOC_INFO", e))?;
+    log.log(
+        Level::Info,
+        "start",
+        &[
+            ("version", json!(env!("CARGO_PKG_VERSION"))),
+            ("device", json!(cfg.daemon.device.display().to_string())),
+            (
+                "abi",
+                json!(format!("{}.{}", info.abi_major, info.abi_minor)),
+            ),
+            ("caps", json!(info.caps.names().join(","))),
+            ("classes", json!(cfg.classes.len())),
+            ("levels", json!(cfg.daemon.levels.join(","))),
+            (
+                "stats_path",
+                stats_path
+                    .as_ref()
+                    .map_or(Value::Null, |p| json!(p.display().to_string())),
+            ),
+        ],
+    );
+    let mut d = Daemon::new(cfg, dev, &info, Discovery::default(), stats_path)?;
+    // The scan thread first: it keeps the default policy.
+    d.use_lister(Lister::spawn(cfg.daemon.scan_interval())?);
+    if cfg.daemon.fifo_priority > 0 {
+        set_fifo(cfg.daemon.fifo_priority)
+            .map_err(|e| fatal("sched_setscheduler(SCHED_FIFO) (needs CAP_SYS_NICE)", e))?;
+    }
+    d.run(stop)
+}

@@ -1,0 +1,342 @@
+//! Tenants and their queues: discovery's results attached, their queues
+//! re-queried at each scan, and every decision brought in line with them.
+
+use std::collections::{BTreeMap, HashSet};
+
+use kfd_preempt::QueueRef;
+use serde_json::json;
+
+use super::{
+    arena::Arena,
+    decision_name, is_compute,
+    lister::Listing,
+    monotonic,
+    watcher::Watcher,
+    watcher::{key_of, QueueKey},
+    ArenaKey, Backend, Daemon, Tenant,
+};
+use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
+
+impl<B: Backend> Daemon<'_, B> {
+    /// Finds new and gone tenants, re-queries the queues of every tenant.
+    pub(super) fn scan(&mut self) {
+        let listing = self.dev.processes();
+        self.apply_listing(listing);
+    }
+
+    /// Acts on one listing of the KFD processes.
+    pub(super) fn apply_listing(&mut self, listing: Listing) {
+        let result = match listing {
+            Ok(listed) => self.discovery.scan_listed(self.cfg, &listed),
+            Err(e) => {
+                self.warn("scan", &e);
+                return;
+            }
+        };
+        for pid in &result.gone {
+            self.refused.remove(pid);
+            self.tenants_remove(*pid, "exited");
+        }
+        for c in result.added {
+            self.add_tenant(c);
+        }
+        let pids: Vec<i32> = self.tenants.keys().copied().collect();
+        let mut exited = Vec::new();
+        for pid in pids {
+            if !self.refresh_queues(pid) {
+                exited.push(pid);
+            }
+        }
+        for pid in exited {
+            self.tenants_remove(pid, "exited");
+        }
+        self.sync_decisions();
+        let pending: Vec<ArenaKey> = self
+            .arenas
+            .iter()
+            .filter(|(_, a)| {
+                a.watcher
+                    .as_ref()
+                    .is_some_and(|w| w.arm == super::ArmState::Off && w.arm_pending.is_some())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in pending {
+            self.rearm(k);
+        }
+    }
+
+    fn add_tenant(&mut self, c: Candidate) {
+        let pid = c.info.pid;
+        let rank = match c.priority {
+            Priority::Level(rank) => rank,
+            Priority::Ignore => {
+                self.log.log(
+                    Level::Info,
+                    "tenant-ignored",
+                    &[
+                        ("pid", json!(pid)),
+                        ("comm", json!(c.info.comm)),
+                        ("class", json!(c.class)),
+                    ],
+                );
+                return;
+            }
+        };
+        if self.refused.contains(&pid) {
+            return;
+        }
+        let class_name = c.class.unwrap_or_default();
+        match self.dev.attach(pid) {
+            Ok((handle, gpus)) => {
+                self.log.log(
+                    Level::Info,
+                    "attach",
+                    &[
+                        ("pid", json!(pid)),
+                        ("comm", json!(c.info.comm)),
+                        ("class", json!(class_name)),
+                        ("priority", json!(self.cfg.priority_name(c.priority))),
+                        ("handle", json!(handle.0)),
+                        ("gpus", json!(gpus)),
+                    ],
+                );
+                self.tenants.insert(
+                    pid,
+                    Tenant {
+                        handle,
+                        comm: c.info.comm,
+                        class_name,
+                        rank,
+                        queues: Vec::new(),
+                    },
+                );
+            }
+            Err(
+                kfd_preempt::Error::NoSuchProcess { .. }
+                | kfd_preempt::Error::TargetExited
+                | kfd_preempt::Error::NotAKfdProcess { .. },
+            ) => {
+                // Raced with its exit or with it closing the KFD device:
+                // read it afresh if the next scan still lists it.
+                self.discovery.forget(pid);
+            }
+            Err(e) => {
+                self.refused.insert(pid);
+                self.log.log(
+                    Level::Warn,
+                    "attach",
+                    &[
+                        ("pid", json!(pid)),
+                        ("comm", json!(c.info.comm)),
+                        ("class", json!(class_name)),
+                        ("outcome", json!("error")),
+                        ("error", json!(e.to_string())),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// Drops a tenant and brings the decisions in line (a tenant seen gone
+    /// in a SAMPLE).
+    pub(super) fn remove_tenant(&mut self, pid: i32, why: &str) {
+        if self.tenants_remove(pid, why) {
+            self.sync_decisions();
+        }
+    }
+
+    /// Forgets a tenant: detached from every file. The decisions are
+    /// brought in line by the caller.
+    fn tenants_remove(&mut self, pid: i32, why: &str) -> bool {
+        let Some(t) = self.tenants.remove(&pid) else {
+            return false;
+        };
+        self.log.log(
+            Level::Info,
+            "detach",
+            &[
+                ("pid", json!(pid)),
+                ("comm", json!(t.comm)),
+                ("class", json!(t.class_name)),
+                ("why", json!(why)),
+                ("queues", json!(t.queues.len())),
+            ],
+        );
+        // The module forgets its watches and releases whatever this owner
+        // held of it; an exited target's handle may already be unknown.
+        let _ = self.dev.detach(t.handle);
+        for a in self.arenas.values_mut() {
+            if let Some(w) = a.watcher.as_mut() {
+                w.forget(pid);
+            }
+        }
+        true
+    }
+
+    /// Re-queries one tenant's compute queues; false if it exited.
+    fn refresh_queues(&mut self, pid: i32) -> bool {
+        let Some(t) = self.tenants.get(&pid) else {
+            return true;
+        };
+        match self.dev.query(t.handle) {
+            Ok(queues) => {
+                let compute: Vec<QueueRef> = queues
+                    .iter()
+                    .filter(|q| is_compute(q.queue_type))
+                    .map(|q| q.queue_ref())
+                    .collect();
+                if let Some(t) = self.tenants.get_mut(&pid) {
+                    t.queues = compute;
+                }
+                true
+            }
+            Err(kfd_preempt::Error::TargetExited | kfd_preempt::Error::UnknownHandle(_)) => false,
+            Err(e) => {
+                self.warn("query", &e);
+                true
+            }
+        }
+    }
+
+    /// Brings every decision in line with the tenants' queues: a decision
+    /// for each node and level above the lowest that has queues there,
+    /// its watcher watching them, its policy told of the tenants on the
+    /// node (the level's as latency-critical, lower levels' as
+    /// best-effort), its lower queues listed for preemptions.
+    pub(super) fn sync_decisions(&mut self) {
+        // Each level's queues per node, and every level's queues per node.
+        let mut watched: BTreeMap<ArenaKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
+        let mut on_node: BTreeMap<u32, Vec<(i32, usize, QueueRef)>> = BTreeMap::new();
+        for (pid, t) in &self.tenants {
+            for q in &t.queues {
+                on_node
+                    .entry(q.gpu_id)
+                    .or_default()
+                    .push((*pid, t.rank, *q));
+                if t.rank > 0 {
+                    watched
+                        .entry((q.gpu_id, t.rank))
+                        .or_default()
+                        .entry(*pid)
+                        .or_default()
+                        .push(key_of(q));
+                }
+            }
+        }
+        let keys: Vec<ArenaKey> = watched
+            .keys()
+            .copied()
+            .chain(
+                self.arenas
+                    .iter()
+                    .filter(|(_, a)| a.watcher.is_some() || !a.members.is_empty())
+                    .map(|(k, _)| *k),
+            )
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let now = monotonic();
+        let mut events = Vec::new();
+        for key in keys {
+            let want = watched.remove(&key).unwrap_or_default();
+            let pcfg = self.pcfg;
+            let arena = self
+                .arenas
+                .entry(key)
+                .or_insert_with(|| Arena::new(pcfg, now));
+            if want.is_empty() {
+                // The level left the node: its file goes (closing it
+                // disarms and releases its watches).
+                if arena.watcher.is_some() {
+                    arena.watcher = None;
+                }
+            } else if arena.watcher.is_none() {
+                match Watcher::open(&self.dev) {
+                    Ok(w) => arena.watcher = Some(w),
+                    Err(e) => {
+                        let name = decision_name(self.cfg, key);
+                        self.log.log(
+                            Level::Warn,
+                            "watcher",
+                            &[
+                                ("decision", json!(name)),
+                                ("outcome", json!("error")),
+                                ("error", json!(e)),
+                            ],
+                        );
+                    }
+                }
+            }
+            let changes = arena
+                .watcher
+                .as_mut()
+                .map(|w| w.sync(&want))
+                .unwrap_or_default();
+            let (gpu_id, rank) = key;
+            let mut members: BTreeMap<i32, (Class, usize)> = BTreeMap::new();
+            if let Some(w) = &arena.watcher {
+                for (pid, qs) in &w.watched {
+                    if !qs.is_empty() {
+                        members.insert(*pid, (Class::LatencyCritical, qs.len()));
+                    }
+                }
+            }
+            let mut lower = Vec::new();
+            for (pid, r, q) in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
+                if *r < rank {
+                    lower.push(*q);
+                    members.entry(*pid).or_insert((Class::BestEffort, 0)).1 += 1;
+                }
+            }
+            arena.lower = lower;
+            for e in arena.membership_events(members) {
+                events.push((key, now, e));
+            }
+            self.log_watch_changes(key, changes);
+        }
+        if !events.is_empty() {
+            self.feed(events);
+        }
+    }
+
+    fn log_watch_changes(&self, key: ArenaKey, changes: super::watcher::WatchChanges) {
+        let name = decision_name(self.cfg, key);
+        for (pid, e) in changes.attach_failed {
+            self.log.log(
+                Level::Warn,
+                "attach",
+                &[
+                    ("pid", json!(pid)),
+                    ("decision", json!(name)),
+                    ("outcome", json!("error")),
+                    ("error", json!(e.to_string())),
+                ],
+            );
+        }
+        for (pid, e) in changes.watch_failed {
+            self.log.log(
+                Level::Warn,
+                "watch",
+                &[
+                    ("pid", json!(pid)),
+                    ("decision", json!(name)),
+                    ("outcome", json!("error")),
+                    ("error", json!(e.to_string())),
+                ],
+            );
+        }
+        for (pid, q, o) in changes.refused {
+            self.log.log(
+                Level::Warn,
+                "watch",
+                &[
+                    ("pid", json!(pid)),
+                    ("decision", json!(name)),
+                    ("queue", json!(q.to_string())),
+                    ("outcome", json!(o.to_string())),
+                ],
+            );
+        }
+    }
+}

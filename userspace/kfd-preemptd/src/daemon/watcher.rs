@@ -1,0 +1,266 @@
+//! One decision's watcher file: the latency-critical queues it watches,
+//! what it is armed for, and what a wakeup of its eventfd means.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    os::fd::OwnedFd,
+    time::Duration,
+};
+
+use kfd_preempt::{EntryError, Handle, Outcome, QueueRef, Sample};
+use rustix::{
+    event::{eventfd, EventfdFlags},
+    io::Errno,
+};
+
+use super::backend::Backend;
+use crate::policy::Action;
+
+/// What the module is armed for, as far as the daemon knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArmState {
+    /// Nothing armed (or the last ARM failed).
+    Off,
+    /// `ANY_BUSY`, with the write indices read just before the ARM.
+    AnyBusy {
+        /// Write index of each watched queue at ARM time.
+        baseline: HashMap<QueueRef, u64>,
+    },
+    /// `ALL_IDLE`.
+    AllIdle {
+        /// The idle time asked for.
+        idle: Duration,
+        /// `CLOCK_MONOTONIC` just before the ARM.
+        armed_at: Duration,
+    },
+}
+
+/// What a SAMPLE after an eventfd wakeup says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// LC has work: feed [`Event::LcBusy`].
+    Busy,
+    /// LC has been idle for the hysteresis: feed [`Event::LcIdle`].
+    Idle,
+    /// The wakeup does not hold up (a stale signal, or work that came back
+    /// right after ALL_IDLE fired): ARM the same condition again.
+    Rearm,
+    /// Nothing is armed: ignore.
+    Ignore,
+}
+
+/// Decides what an eventfd wakeup means from the SAMPLE read after it.
+/// Queues of exited tenants (`gone`) do not count.
+///
+/// `ANY_BUSY` is confirmed by pending work or a write index that moved
+/// since the ARM (a burst that retired within one period is still LC
+/// activity, and the hysteresis will resume BE if it was all). `ALL_IDLE`
+/// is confirmed when nothing is pending and the idle time has passed since
+/// the ARM, which no stale signal of an earlier ARM can fake.
+pub fn confirm(arm: &ArmState, sample: &Sample) -> Confirmation {
+    let live = || sample.queues.iter().filter(|a| !a.gone);
+    let pending = live().any(|a| a.pending);
+    match arm {
+        ArmState::Off => Confirmation::Ignore,
+        ArmState::AnyBusy { baseline } => {
+            let moved = live().any(|a| baseline.get(&a.queue).is_some_and(|w| *w != a.write_index));
+            if pending || moved {
+                Confirmation::Busy
+            } else {
+                Confirmation::Rearm
+            }
+        }
+        ArmState::AllIdle { idle, armed_at } => {
+            if !pending && sample.timestamp >= *armed_at + *idle {
+                Confirmation::Idle
+            } else {
+                Confirmation::Rearm
+            }
+        }
+    }
+}
+
+/// A queue as the tenant knows it: node and queue id, the same through
+/// every file that attaches the tenant.
+pub(super) type QueueKey = (u32, u32);
+
+/// The key of `q`.
+pub(super) fn key_of(q: &QueueRef) -> QueueKey {
+    (q.gpu_id, q.queue_id)
+}
+
+/// What changed when a watcher was brought in line with the queues it
+/// should watch.
+#[derive(Debug, Default)]
+pub(super) struct WatchChanges {
+    /// Queues the module refused to watch now, with why.
+    pub refused: Vec<(i32, QueueRef, Outcome)>,
+    /// Tenants that could not be attached through this file.
+    pub attach_failed: Vec<(i32, kfd_preempt::Error)>,
+    /// WATCH calls that failed as a whole.
+    pub watch_failed: Vec<(i32, kfd_preempt::Error)>,
+}
+
+/// A file of the module that watches one decision's queues and is armed
+/// for it, with the eventfd the module signals.
+pub(super) struct Watcher<B: Backend> {
+    pub file: B,
+    pub efd: OwnedFd,
+    pub arm: ArmState,
+    /// An ARM that failed, retried at each scan.
+    pub arm_pending: Option<Action>,
+    /// This file's attachment of each watched tenant.
+    pub handles: BTreeMap<i32, Handle>,
+    /// The watched queues of each tenant (this file's handles).
+    pub watched: BTreeMap<i32, Vec<QueueRef>>,
+    /// Queues the module refused to watch (logged once each), and whether
+    /// for want of room (`ENOSPC`: retried when a watch is released).
+    pub unwatchable: HashMap<(i32, QueueKey), bool>,
+    /// Tenants this file could not attach: not retried until they leave.
+    pub refused: HashSet<i32>,
+}
+
+impl<B: Backend> Watcher<B> {
+    /// Opens a watcher file next to `main`.
+    pub fn open(main: &B) -> Result<Self, String> {
+        let file = main.open_watcher().map_err(|e| e.to_string())?;
+        let efd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| format!("eventfd: {e}"))?;
+        Ok(Watcher {
+            file,
+            efd,
+            arm: ArmState::Off,
+            arm_pending: None,
+            handles: BTreeMap::new(),
+            watched: BTreeMap::new(),
+            unwatchable: HashMap::new(),
+            refused: HashSet::new(),
+        })
+    }
+
+    /// How many queues are watched.
+    pub fn num_watched(&self) -> usize {
+        self.watched.values().map(Vec::len).sum()
+    }
+
+    /// The tenant a handle of this file belongs to.
+    pub fn pid_of(&self, handle: Handle) -> Option<i32> {
+        self.handles
+            .iter()
+            .find(|(_, h)| **h == handle)
+            .map(|(pid, _)| *pid)
+    }
+
+    /// Empties the eventfd (non-blocking: `EAGAIN` when nothing is
+    /// pending).
+    pub fn drain(&self) {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.efd, &mut buf);
+    }
+
+    /// Forgets tenant `pid` (detaching it from this file).
+    pub fn forget(&mut self, pid: i32) {
+        if let Some(h) = self.handles.remove(&pid) {
+            // An exited target's handle may already be unknown.
+            let _ = self.file.detach(h);
+        }
+        if self.watched.remove(&pid).is_some_and(|w| !w.is_empty()) {
+            self.watches_released();
+        }
+        self.unwatchable.retain(|(p, _), _| *p != pid);
+        self.refused.remove(&pid);
+    }
+
+    /// Watches were released: queues refused for want of room (the
+    /// module's `max_watches`) are tried again.
+    fn watches_released(&mut self) {
+        self.unwatchable.retain(|_, no_room| !*no_room);
+    }
+
+    /// Watches exactly `want` (each tenant's queues, by node and id):
+    /// attaches new tenants, detaches gone ones, unwatches removed
+    /// queues, watches added ones.
+    pub fn sync(&mut self, want: &BTreeMap<i32, Vec<QueueKey>>) -> WatchChanges {
+        let mut changes = WatchChanges::default();
+        let gone: Vec<i32> = self
+            .handles
+            .keys()
+            .chain(self.refused.iter())
+            .copied()
+            .filter(|p| !want.contains_key(p))
+            .collect();
+        for pid in gone {
+            self.forget(pid);
+        }
+        for (pid, queues) in want {
+            let pid = *pid;
+            if self.refused.contains(&pid) {
+                continue;
+            }
+            let handle = match self.handles.get(&pid) {
+                Some(h) => *h,
+                None => match self.file.attach(pid) {
+                    Ok((h, _)) => {
+                        self.handles.insert(pid, h);
+                        h
+                    }
+                    Err(e) => {
+                        self.refused.insert(pid);
+                        changes.attach_failed.push((pid, e));
+                        continue;
+                    }
+                },
+            };
+            let watched = self.watched.entry(pid).or_default();
+            let removed: Vec<QueueRef> = watched
+                .iter()
+                .copied()
+                .filter(|q| !queues.contains(&key_of(q)))
+                .collect();
+            if !removed.is_empty() {
+                // The module drops watches of destroyed queues itself;
+                // this only keeps the two lists equal.
+                let _ = self.file.unwatch(&removed);
+                watched.retain(|q| queues.contains(&key_of(q)));
+            }
+            self.unwatchable
+                .retain(|(p, k), _| *p != pid || queues.contains(k));
+            let added: Vec<QueueRef> = queues
+                .iter()
+                .filter(|k| {
+                    !watched.iter().any(|q| key_of(q) == **k)
+                        && !self.unwatchable.contains_key(&(pid, **k))
+                })
+                .map(|&(gpu_id, queue_id)| QueueRef {
+                    handle,
+                    gpu_id,
+                    queue_id,
+                })
+                .collect();
+            if !added.is_empty() {
+                match self.file.watch(&added) {
+                    Ok(report) => {
+                        for (q, o) in &report.outcomes {
+                            if o.is_success() {
+                                watched.push(*q);
+                            } else {
+                                let no_room = *o
+                                    == Outcome::Failed(EntryError::Other(
+                                        Errno::NOSPC.raw_os_error(),
+                                    ));
+                                self.unwatchable.insert((pid, key_of(q)), no_room);
+                                changes.refused.push((pid, *q, *o));
+                            }
+                        }
+                    }
+                    // Tried again at the next scan.
+                    Err(e) => changes.watch_failed.push((pid, e)),
+                }
+            }
+            if !removed.is_empty() {
+                self.watches_released();
+            }
+        }
+        changes
+    }
+}
