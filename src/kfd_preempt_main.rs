@@ -40,7 +40,6 @@ use kernel::{
         MiscDeviceRegistration, //
     },
     prelude::*,
-    sync::Arc,
 };
 
 mod activity;
@@ -137,7 +136,7 @@ struct SimParts {
     #[pin]
     _tenant: MiscDeviceRegistration<backend::sim::tenant::Tenant>,
     #[pin]
-    _files: Scope<Arc<backend::sim::Sim>>,
+    _files: Scope<backend::sim::knobs::Files>,
 }
 
 #[pinned_drop]

@@ -84,6 +84,30 @@ impl State {
         Some(r.head_submit_ns())
     }
 
+    /// When the oldest dispatch waiting on `node`'s mapped ring queues that
+    /// stay mapped became visible: the order [`Self::pick`] serves,
+    /// without the interrupted dispatch's precedence. A queue still mapped
+    /// that should not run (the next MES remove of the batch takes it off)
+    /// does not count. `None` if none waits.
+    pub(super) fn oldest_visible(&self, node: u32) -> Option<i64> {
+        let mut oldest: Option<i64> = None;
+        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
+            let stays = |q: &super::Queue| q.node == node && p.should_run(q);
+            for (qi, _) in p.queues.iter().enumerate().filter(|(_, q)| stays(q)) {
+                if let Some(t) = self.runnable(pi, qi) {
+                    oldest = Some(oldest.map_or(t, |o| o.min(t)));
+                }
+            }
+        }
+        oldest
+    }
+
+    /// Where `node`'s clock stands: the end of its last cycle or MES call,
+    /// or the last time it was run up to.
+    pub(super) fn node_clock(&self, node: u32) -> i64 {
+        self.exec[node as usize].clock
+    }
+
     /// The mapped ring queue of `node` whose visible head came first (or
     /// the one a cycle interrupted).
     fn pick(&self, node: u32) -> Option<(usize, usize, i64)> {

@@ -7,8 +7,8 @@
 //! * `status`: counters and invariants of the whole model;
 //! * `control`: actions a test triggers from outside the tenant (memory
 //!   eviction, external resume, tenant exit, queue destroy);
-//! * `nodeN/`: the cost model and fault injection of node N, and its
-//!   counters.
+//! * `nodeN/`: the cost model and fault injection of node N, its counters,
+//!   and its reaction log (`preempt_log`).
 
 use core::fmt;
 
@@ -31,14 +31,42 @@ use super::{
     GPU_ID_BASE, //
 };
 
+/// What the files of the `sim` directory read and write.
+pub(crate) struct Files {
+    sim: Arc<Sim>,
+    /// One per node, for the files that need the model's lock and the
+    /// node's number.
+    nodes: KVec<NodeFile>,
+}
+
+/// A node's files that live in the model (behind [`Sim::state`]).
+struct NodeFile {
+    sim: Arc<Sim>,
+    node: u32,
+}
+
 /// Creates the `sim` directory in `parent`; it lives as long as the scope.
-pub(crate) fn files(parent: &Dir, sim: Arc<Sim>) -> impl PinInit<Scope<Arc<Sim>>, Error> + '_ {
-    parent.scope(Ok::<_, Error>(sim), c"sim", |sim: &Arc<Sim>, dir| {
-        let sim: &Sim = sim;
+pub(crate) fn files(parent: &Dir, sim: Arc<Sim>) -> impl PinInit<Scope<Files>, Error> + '_ {
+    let data = (|| {
+        let mut nodes = KVec::with_capacity(sim.nodes() as usize, GFP_KERNEL)?;
+        for node in 0..sim.nodes() {
+            nodes.push(
+                NodeFile {
+                    sim: sim.clone(),
+                    node,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok::<_, Error>(Files { sim, nodes })
+    })();
+    parent.scope(data, c"sim", |files: &Files, dir| {
+        let sim: &Sim = &files.sim;
         dir.read_callback_file(c"status", sim, &status);
         dir.write_only_callback_file(c"control", sim, &control);
         dir.read_write_file(c"fail_node_lists", &sim.fail_node_lists);
-        for (n, k) in sim.knobs.iter().enumerate() {
+        for (nf, k) in files.nodes.iter().zip(sim.knobs.iter()) {
+            let n = nf.node;
             let Ok(name) = CString::try_from_fmt(fmt!("node{n}")) else {
                 continue;
             };
@@ -51,8 +79,29 @@ pub(crate) fn files(parent: &Dir, sim: Arc<Sim>) -> impl PinInit<Scope<Arc<Sim>>
             d.read_write_file(c"delay_next_us", &k.delay_next_us);
             d.read_only_file(c"runlist_updates", &k.runlist_updates);
             d.read_only_file(c"resets", &k.resets);
+            d.read_only_file(c"suspended_queues", &k.suspended_queues);
+            d.read_write_callback_file(c"preempt_log", nf, &preempt_log, &preempt_log_clear);
         }
     })
+}
+
+/// `nodeN/preempt_log`: `# dropped N`, then `unmap_ns queues doorbell_ns`
+/// per record, oldest first.
+fn preempt_log(nf: &NodeFile, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let st = nf.sim.state.lock();
+    match st.preempt_logs.get(nf.node as usize) {
+        Some(log) => log.show(f),
+        None => Ok(()),
+    }
+}
+
+/// Writing anything to `nodeN/preempt_log` clears it.
+fn preempt_log_clear(nf: &NodeFile, _reader: &mut UserSliceReader) -> Result {
+    let mut st = nf.sim.state.lock();
+    if let Some(log) = st.preempt_logs.get_mut(nf.node as usize) {
+        log.clear();
+    }
+    Ok(())
 }
 
 /// `status`: one `key value` per line, so shell and C tests can parse it.

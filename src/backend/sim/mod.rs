@@ -14,11 +14,14 @@
 //!   stand-in for /dev/kfd);
 //! * [`knobs`]: the debugfs files (cost model, fault injection, actions);
 //! * [`ring`] and `model::exec`: ring queues in the tenant's memory and
-//!   the node executing their dispatches (the contention model).
+//!   the node executing their dispatches (the contention model);
+//! * [`preempt_log`]: each node's record of the unmaps PREEMPT caused, for
+//!   measuring a scheduler's reaction time.
 
 pub(crate) mod backend;
 pub(crate) mod knobs;
 pub(crate) mod model;
+pub(crate) mod preempt_log;
 pub(crate) mod ring;
 pub(crate) mod tenant;
 
@@ -69,6 +72,9 @@ pub(crate) struct NodeKnobs {
     /// Counters: HWS cycles and MES calls issued, node resets.
     pub(crate) runlist_updates: Atomic<u64>,
     pub(crate) resets: Atomic<u64>,
+    /// Queues taken off the hardware by PREEMPT requests (each record of
+    /// [`preempt_log`] adds its `queues`, dropped records included).
+    pub(crate) suspended_queues: Atomic<u64>,
 }
 
 impl NodeKnobs {
@@ -82,6 +88,7 @@ impl NodeKnobs {
             delay_next_us: Atomic::new(0),
             runlist_updates: Atomic::new(0),
             resets: Atomic::new(0),
+            suspended_queues: Atomic::new(0),
         }
     }
 

@@ -32,6 +32,10 @@ pub(crate) mod exec;
 
 use self::exec::NodeExec;
 use super::{
+    preempt_log::{
+        PreemptLog,
+        Record, //
+    },
     ring::Ring,
     NodeKnobs,
     Sim,
@@ -259,6 +263,8 @@ pub(crate) struct State {
     pub(crate) processes_exited: u64,
     /// What each node is executing ([`exec`]), by node.
     pub(crate) exec: KVec<NodeExec>,
+    /// The unmaps PREEMPT caused on each node, by node.
+    pub(crate) preempt_logs: KVec<PreemptLog>,
     /// The driver is queued or running; it is told to stop at module exit.
     pub(crate) driving: bool,
     pub(crate) driver_stopping: bool,
@@ -280,7 +286,8 @@ fn delay(ns: u64) {
 
 impl State {
     /// The model of `nodes` nodes (at most [`MAX_NODES`]). A node's state is
-    /// its [`NodeExec`]: nothing runs for a node without queues.
+    /// its [`NodeExec`] and an empty [`PreemptLog`]: nothing runs for a
+    /// node without queues.
     pub(crate) fn new(nodes: u32) -> Result<Self> {
         if nodes > MAX_NODES {
             return Err(EINVAL);
@@ -288,6 +295,10 @@ impl State {
         let n = nodes as usize;
         let mut exec = KVec::with_capacity(n, GFP_KERNEL)?;
         exec.resize(n, NodeExec::default(), GFP_KERNEL)?;
+        let mut preempt_logs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            preempt_logs.push(PreemptLog::default(), GFP_KERNEL)?;
+        }
         Ok(Self {
             nodes,
             next_id: 1,
@@ -295,6 +306,7 @@ impl State {
             conservation_errors: 0,
             processes_exited: 0,
             exec,
+            preempt_logs,
             driving: false,
             driver_stopping: false,
         })
@@ -587,6 +599,9 @@ impl State {
             if reqs.iter_mut().find(moving).is_none() {
                 continue;
             }
+            // A PREEMPT's moves are unmaps (`mark`); what they took off the
+            // node is logged once the cycle or call succeeded.
+            let preempt = matches!(op, Op::Preempt);
             if sim.mes[node as usize] {
                 for r in reqs.iter_mut().filter(moving) {
                     let Some((pi, qi)) = r.moves else {
@@ -595,6 +610,8 @@ impl State {
                     cost.runlist_updates += 1;
                     if self.mes_call(sim, pi, qi).is_err() {
                         r.status = Outcome::Failed(EIO);
+                    } else if preempt {
+                        self.log_preempt(sim, node, 1);
                     }
                 }
             } else {
@@ -603,11 +620,33 @@ impl State {
                     for r in reqs.iter_mut().filter(moving) {
                         r.status = Outcome::Failed(EIO);
                     }
+                } else if preempt {
+                    let queues = reqs.iter_mut().filter(moving).count() as u32;
+                    self.log_preempt(sim, node, queues);
                 }
             }
         }
         cost.elapsed_ns = t0.elapsed().as_nanos() as u64;
         cost
+    }
+
+    /// Logs that a PREEMPT's cycle or MES call just took `queues` queues
+    /// off `node` ([`super::preempt_log`]). The unmap took effect at the
+    /// end of the cycle or call, which is where the node's clock stands
+    /// (`idle_until`); nothing ran since, so the queues that stay mapped
+    /// hold exactly the dispatches that waited through the preemption.
+    fn log_preempt(&mut self, sim: &Sim, node: u32, queues: u32) {
+        let n = node as usize;
+        let doorbell_ns = self.oldest_visible(node).unwrap_or(0);
+        let unmap_ns = self.node_clock(node);
+        sim.knobs[n]
+            .suspended_queues
+            .fetch_add(u64::from(queues), Relaxed);
+        self.preempt_logs[n].push(Record {
+            unmap_ns,
+            queues,
+            doorbell_ns,
+        });
     }
 
     /// As `kfdp_mark()` in the glue. Returns whether the queue must leave
