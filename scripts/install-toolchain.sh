@@ -18,6 +18,7 @@ packages=(
 	debhelper dh-dkms lintian help2man fakeroot # make debs: the Debian packages and their checks
 	mmdebstrap e2fsprogs # the Debian 13 system of tests/debian/run.sh and its disk image
 	rsync # the kernel's selftests Makefile installs the kselftests with it
+	prometheus # promtool and a scratch prometheus for tests/metrics/metrics_test.sh
 )
 
 missing=()

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# kfd-preemptd's Prometheus endpoint against the real Prometheus tools
+# (Debian package prometheus, scripts/install-toolchain.sh): the endpoint
+# answers GET /metrics with the text format 0.0.4 and 404 otherwise;
+# `promtool check metrics` finds no problem in what it serves; every series
+# equals the value of the JSON statistics it was rendered from (derived
+# from the JSON by tests/metrics/metrics_check.py, not by the renderer);
+# and a real `prometheus`, on the loopback with a scratch storage, scrapes
+# the endpoint every second and answers queries with the same values.
+# KTAP, and a last line "N passed, M failed".
+#
+# usage: metrics_test.sh [--endpoint ADDR --stats FILE]
+#   Without arguments it builds and starts the kfd-preemptd example
+#   metrics_fixture (fixed statistics) on a free loopback port. With them
+#   it checks a running daemon: ADDR is its `metrics` address
+#   (127.0.0.1:PORT, [::1]:PORT or unix:PATH; Prometheus cannot scrape a
+#   Unix socket, so its cases are then skipped) and FILE its statistics
+#   file; the scrape compared is the one taken from the same snapshot as
+#   the file (same written_at_unix_ms).
+set -uo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+
+n=0 fails=0 skips=0
+ok() { n=$((n + 1)); echo "ok $n $1"; }
+nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
+skip() { n=$((n + 1)); skips=$((skips + 1)); echo "ok $n $1 # SKIP $2"; }
+check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+summary() {
+	if [ "$skips" -gt 0 ]; then
+		echo "$((n - fails - skips)) passed, $fails failed, $skips skipped"
+	else
+		echo "$((n - fails)) passed, $fails failed"
+	fi
+}
+
+usage() {
+	echo "usage: $0 [--endpoint ADDR --stats FILE]" >&2
+	exit 2
+}
+endpoint= stats=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--endpoint) [ $# -ge 2 ] || usage; endpoint=$2; shift 2 ;;
+	--stats) [ $# -ge 2 ] || usage; stats=$2; shift 2 ;;
+	*) usage ;;
+	esac
+done
+if { [ -n "$endpoint" ] && [ -z "$stats" ]; } || { [ -z "$endpoint" ] && [ -n "$stats" ]; }; then
+	usage
+fi
+
+check_py=$KFDP_ROOT/tests/metrics/metrics_check.py
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$KFDP_ROOT/userspace/Cargo.toml" | head -n1)
+scratch=$(mktemp -d)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# curl arguments and base URL for the endpoint.
+curl_to() {
+	case $endpoint in
+	unix:*) echo "--unix-socket ${endpoint#unix:} http://localhost" ;;
+	*) echo "http://$endpoint" ;;
+	esac
+}
+
+echo "TAP version 13"
+echo "1..14"
+
+# Setup: the fixture, unless a live endpoint was given.
+if [ -z "$endpoint" ]; then
+	stats=$scratch/stats.json
+	build_log=$scratch/build.log
+	(cd "$KFDP_ROOT/userspace" &&
+		flock /tmp/kfdp-cargo.lock cargo build --quiet -p kfd-preemptd --example metrics_fixture) \
+		>"$build_log" 2>&1
+	rc=$?
+	fixture=$KFDP_ROOT/userspace/target/debug/examples/metrics_fixture
+	if [ "$rc" = 0 ]; then
+		endpoint=127.0.0.1:$(free_port)
+		"$fixture" --listen "$endpoint" --stats-out "$stats" >"$scratch/fixture.log" 2>&1 &
+		pids+=($!)
+		for _ in $(seq 50); do
+			grep -q '^listening on' "$scratch/fixture.log" && break
+			sleep 0.1
+		done
+		grep -q '^listening on' "$scratch/fixture.log" || rc=1
+		[ "$rc" = 0 ] || sed 's/^/# fixture: /' "$scratch/fixture.log"
+	else
+		sed 's/^/# /' "$build_log" | tail -n 30
+	fi
+	if [ "$rc" != 0 ]; then
+		nok "endpoint_serves_metrics # the fixture did not start"
+		for t in other_paths_are_404 promtool_check_metrics exposition_format \
+			text_process_as_in_json text_decisions_as_in_json \
+			text_histograms_as_in_json text_tenants_as_in_json prometheus_ready \
+			prometheus_scrapes_endpoint prometheus_process_as_in_json \
+			prometheus_decisions_as_in_json prometheus_histograms_as_in_json \
+			prometheus_tenants_as_in_json; do
+			nok "$t # no endpoint"
+		done
+		summary
+		exit 1
+	fi
+	echo "# fixture metrics_fixture on $endpoint"
+else
+	echo "# live endpoint $endpoint, statistics $stats"
+fi
+
+# Scrapes the endpoint into $1 (body) and $1.head (status and headers).
+scrape() {
+	# shellcheck disable=SC2046 # curl_to gives words
+	curl -sS --max-time 5 -D "$1.head" -o "$1" $(curl_to)"${2:-/metrics}"
+}
+
+# One scrape and the statistics file of the same snapshot: the file is
+# copied, the endpoint scraped, until both carry the same written_at_unix_ms
+# (the fixture's always do; a live daemon renews both every second).
+snap=$scratch/snap.json metrics=$scratch/metrics.txt
+same=1
+for _ in $(seq 20); do
+	cp "$stats" "$snap" 2>/dev/null && scrape "$metrics" &&
+		python3 "$check_py" snapshot "$snap" "$metrics" && { same=0; break; }
+	sleep 0.25
+done
+
+# 1. GET /metrics: 200, the text format's content type, a body.
+status=$(head -n1 "$metrics.head" 2>/dev/null | tr -d '\r')
+ctype=$(sed -n 's/^[Cc]ontent-[Tt]ype: *//p' "$metrics.head" 2>/dev/null | tr -d '\r')
+echo "# $status; Content-Type: $ctype; $(wc -l <"$metrics" 2>/dev/null) lines"
+[ "$same" = 0 ] || echo "# no scrape of the statistics' snapshot in 20 tries"
+[ "$same" = 0 ] && [[ $status == HTTP/1.?" 200 "* ]] &&
+	[ "$ctype" = "text/plain; version=0.0.4; charset=utf-8" ] && [ -s "$metrics" ]
+check $? "endpoint_serves_metrics"
+
+# 2. Anything else: 404.
+rc=0
+for path in / /metricsx /metrics/ /favicon.ico; do
+	scrape "$scratch/other" "$path" 2>/dev/null
+	s=$(head -n1 "$scratch/other.head" 2>/dev/null | tr -d '\r')
+	[[ $s == HTTP/1.?" 404 "* ]] || { echo "# GET $path: $s"; rc=1; }
+done
+check $rc "other_paths_are_404"
+
+# 3. promtool's linter: no problem at all.
+promtool check metrics <"$metrics" >"$scratch/promtool.out" 2>&1
+rc=$?
+sed 's/^/# promtool: /' "$scratch/promtool.out"
+[ "$rc" = 0 ] && [ ! -s "$scratch/promtool.out" ]
+check $? "promtool_check_metrics"
+
+# 4. HELP and TYPE once per family, unique series, cumulative histograms.
+python3 "$check_py" format "$metrics"
+check $? "exposition_format"
+
+# 5-8. Every series as the statistics say.
+for g in process decisions histograms tenants; do
+	python3 "$check_py" text "$g" "$snap" "$metrics" "$version"
+	check $? "text_${g}_as_in_json"
+done
+
+# 9-14. A real Prometheus scrapes it.
+prom_cases="prometheus_scrapes_endpoint prometheus_process_as_in_json
+	prometheus_decisions_as_in_json prometheus_histograms_as_in_json
+	prometheus_tenants_as_in_json"
+if [[ $endpoint == unix:* ]]; then
+	skip prometheus_ready "Prometheus cannot scrape a Unix socket"
+	for t in $prom_cases; do skip "$t" "Prometheus cannot scrape a Unix socket"; done
+	summary
+	[ "$fails" = 0 ]
+	exit
+fi
+prom_port=$(free_port)
+prom=http://127.0.0.1:$prom_port
+cat >"$scratch/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: kfd-preemptd
+    static_configs:
+      - targets: ['$endpoint']
+EOF
+prometheus --config.file="$scratch/prometheus.yml" --storage.tsdb.path="$scratch/tsdb" \
+	--web.listen-address="127.0.0.1:$prom_port" >"$scratch/prometheus.log" 2>&1 &
+prom_pid=$!
+pids+=("$prom_pid")
+ready=1
+for _ in $(seq 150); do
+	curl -sf --max-time 2 "$prom/-/ready" >/dev/null && { ready=0; break; }
+	kill -0 "$prom_pid" 2>/dev/null || break
+	sleep 0.2
+done
+echo "# $(prometheus --version 2>&1 | head -n1) on 127.0.0.1:$prom_port"
+[ "$ready" = 0 ] || tail -n 20 "$scratch/prometheus.log" | sed 's/^/# prometheus: /'
+check $ready "prometheus_ready"
+
+# A scrape that carried a snapshot of the statistics file (a copy of it
+# taken before the scrape): its time, at which the queries are made.
+time= up=
+if [ "$ready" = 0 ]; then
+	for _ in $(seq 15); do
+		cp "$stats" "$snap" 2>/dev/null || continue
+		sleep 2.5
+		time=$(python3 "$check_py" prom-time "$snap" "$prom") && break
+		time=
+	done
+	up=$(curl -sf --max-time 5 "$prom/api/v1/query" --data-urlencode 'query=up{job="kfd-preemptd"}' |
+		python3 -c 'import json, sys; r = json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")')
+fi
+echo "# up=$up, scrape of the snapshot at ${time:-none}"
+[ "$up" = 1 ] && [ -n "$time" ]
+check $? "prometheus_scrapes_endpoint"
+
+for g in process decisions histograms tenants; do
+	t=prometheus_${g}_as_in_json
+	if [ -z "$time" ]; then
+		nok "$t # no scrape"
+		continue
+	fi
+	python3 "$check_py" prom "$g" "$snap" "$prom" "$time" "$version"
+	check $? "$t"
+done
+
+kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
+summary
+[ "$fails" = 0 ]
