@@ -5,9 +5,13 @@
 # latency-critical tenant beside a best-effort one, alone, together, and
 # together under kfd-preemptd. Prints the table and the criteria and exits
 # non-zero if one fails; results land in out/scenario/ (report.json,
-# report.svg, report.txt). Environment: DURATION, RATE, CHAIN, LC_MS,
-# BE_MS, SEED (see tests/vm/scenario.sh). The cost model is the simulated
-# node's: every figure is modelled, not measured on a GPU.
+# report.svg, report.txt). Then the host scenario (tests/vm/host_scenario.sh)
+# in a VM with 16 simulated nodes: latency-critical tenants on two nodes,
+# short requests on a third, best-effort on every node, judged node by node
+# (host.json, host.txt). Environment: DURATION, RATE, CHAIN, LC_MS, BE_MS,
+# SEED (see tests/vm/scenario.sh), HOST_NODES (16), HOST_DURATION (as
+# DURATION). The cost model is the simulated node's: every figure is
+# modelled, not measured on a GPU.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -38,4 +42,18 @@ sed -n '/^=== kfdp-scenario json begin/q;p' "$log" | sed -n '/^mode /,$p' | tr -
 [ -s "$out/report.json" ] || kfdp_die "the scenario printed no results (see $log)"
 cat "$out/report.txt"
 kfdp_log "results: $out/report.json, $out/report.svg, $out/report.txt"
+
+host_args=("NODES=${HOST_NODES:-16}" "SEED=${SEED:-1}")
+[ -n "${HOST_DURATION:-${DURATION:-}}" ] && host_args+=("DURATION=${HOST_DURATION:-$DURATION}")
+rm -f "$out/host.json" "$out/host.txt"
+tests/vm/run "sim_nodes=${HOST_NODES:-16}" --no-kselftest --no-kunit --quiet --timeout 1800 \
+	--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd \
+	--copy out/userspace/bin/kfdp-scenario --out "$out/vm-host" -- \
+	"$KFDP_ROOT/tests/vm/host_scenario.sh" "${host_args[@]}" || rc=$?
+log=$out/vm-host/results.log
+extract "host json" >"$out/host.json"
+sed -n '/^node  role/,/^=== kfdp-scenario host json begin/p' "$log" | sed '$d' | tr -d '\r' >"$out/host.txt"
+[ -s "$out/host.json" ] || kfdp_die "the host scenario printed no results (see $log)"
+cat "$out/host.txt"
+kfdp_log "host scenario: $out/host.json, $out/host.txt"
 exit $rc

@@ -6,31 +6,34 @@
 # removes most of it, best-effort keeps most of its fair part), with margins
 # a loaded TCG host cannot eat but a daemon that preempts nothing or never
 # resumes fails. The issue's criteria (absolute bounds, a benchmark's) are
-# printed, not judged: `make scenario` judges them. Ends with
-# "N passed, M failed".
+# printed, not judged: `make scenario` judges them. Then the host scenario's
+# checks (host.json), one case per node and criterion: the issue's own
+# criteria, node by node, judged here too. Ends with "N passed, M failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 log=$root/out/scenario/check.log
 mkdir -p "$root/out/scenario"
-rm -f "$root/out/scenario/report.json"
+rm -f "$root/out/scenario/report.json" "$root/out/scenario/host.json"
 DURATION=${DURATION:-20} "$root/scripts/scenario.sh" >"$log" 2>&1
 rc=$?
 sed -n '/^mode /,/^\[kfdp/p' "$log" | grep -v '^\[kfdp' | sed 's/^/# /'
 echo "TAP version 13"
-python3 - "$root/out/scenario/report.json" "$rc" <<'PY'
+python3 - "$root/out/scenario/report.json" "$root/out/scenario/host.json" "$rc" <<'PY'
 import json, sys
-path, rc = sys.argv[1], int(sys.argv[2])
-try:
-    checks = json.load(open(path))["checks"]
-except (OSError, ValueError, KeyError) as e:
-    print("1..1")
-    print(f"not ok 1 scenario ran and reported (exit {rc}: {e})")
-    print("0 passed, 1 failed")
-    sys.exit(0)
-print(f"1..{len(checks)}")
+paths, rc = sys.argv[1:3], int(sys.argv[3])
+cases = []
+for label, path in zip(("scenario", "host scenario"), paths):
+    try:
+        cases += [(f"{'host-' if label != 'scenario' else ''}{c['name']}", c)
+                  for c in json.load(open(path))["checks"]]
+    except (OSError, ValueError, KeyError) as e:
+        cases.append((f"{label} ran and reported (exit {rc}: {e})", None))
+print(f"1..{len(cases)}")
 ok = 0
-for i, c in enumerate(checks, 1):
-    ok += bool(c["pass"])
-    print(f"{'ok' if c['pass'] else 'not ok'} {i} {c['name']}: {c['value']:.3f} ({c['rule']})")
-print(f"{ok} passed, {len(checks) - ok} failed")
+for i, (name, c) in enumerate(cases, 1):
+    good = c is not None and bool(c["pass"])
+    ok += good
+    detail = f": {c['value']:.3f} ({c['rule']})" if c else ""
+    print(f"{'ok' if good else 'not ok'} {i} {name}{detail}")
+print(f"{ok} passed, {len(cases) - ok} failed")
 PY

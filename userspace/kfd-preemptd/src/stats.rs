@@ -67,6 +67,8 @@ pub struct DecisionStats {
     /// Its reaction latency (busy edge seen by the module to preemption
     /// done).
     pub reaction_latency_us: LatencyStats,
+    /// Where its reactions' time went.
+    pub reaction_phases: PhaseStats,
 }
 
 /// The counters.
@@ -138,6 +140,92 @@ impl From<&Histogram> for LatencyStats {
     }
 }
 
+/// Where the reactions to busy edges went, summed: from the module's
+/// busy observation (the SAMPLE timestamp that confirmed it) to the
+/// daemon's wakeup, its decision, the PREEMPT ioctl around the module's
+/// hardware phase, and that phase (the node's unmap). The node's own
+/// clock adds what comes before: from the doorbell to the observation
+/// (at most one sample period).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReactionPhases {
+    /// Reactions recorded.
+    pub count: u64,
+    /// Busy observation to the daemon's wakeup, ns.
+    pub wakeup_ns: u64,
+    /// Wakeup to the PREEMPT call, ns.
+    pub decision_ns: u64,
+    /// The PREEMPT call outside the module's hardware phase, ns.
+    pub ioctl_ns: u64,
+    /// The module's hardware phase (runlist update or MES calls), ns.
+    pub node_ns: u64,
+}
+
+impl ReactionPhases {
+    /// Records one reaction: busy `edge`, daemon `woke`, PREEMPT `issued`
+    /// and `returned`, and the module's `node` time within it.
+    pub fn record(
+        &mut self,
+        edge: Duration,
+        woke: Duration,
+        issued: Duration,
+        returned: Duration,
+        node: Duration,
+    ) {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let call = returned.saturating_sub(issued);
+        self.count += 1;
+        self.wakeup_ns = self.wakeup_ns.saturating_add(ns(woke.saturating_sub(edge)));
+        self.decision_ns = self
+            .decision_ns
+            .saturating_add(ns(issued.saturating_sub(woke)));
+        self.ioctl_ns = self.ioctl_ns.saturating_add(ns(call.saturating_sub(node)));
+        self.node_ns = self.node_ns.saturating_add(ns(node.min(call)));
+    }
+
+    /// Adds `other`'s reactions.
+    pub fn merge(&mut self, other: &ReactionPhases) {
+        self.count += other.count;
+        self.wakeup_ns = self.wakeup_ns.saturating_add(other.wakeup_ns);
+        self.decision_ns = self.decision_ns.saturating_add(other.decision_ns);
+        self.ioctl_ns = self.ioctl_ns.saturating_add(other.ioctl_ns);
+        self.node_ns = self.node_ns.saturating_add(other.node_ns);
+    }
+}
+
+/// [`ReactionPhases`] as the statistics write them: means, µs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseStats {
+    /// Reactions recorded.
+    pub count: u64,
+    /// Mean busy observation to wakeup, µs.
+    pub wakeup_us: f64,
+    /// Mean wakeup to PREEMPT call, µs.
+    pub decision_us: f64,
+    /// Mean PREEMPT call outside the hardware phase, µs.
+    pub ioctl_us: f64,
+    /// Mean hardware phase, µs.
+    pub node_us: f64,
+}
+
+impl From<&ReactionPhases> for PhaseStats {
+    fn from(p: &ReactionPhases) -> Self {
+        let mean = |ns: u64| {
+            if p.count == 0 {
+                0.0
+            } else {
+                ns as f64 / p.count as f64 / 1e3
+            }
+        };
+        PhaseStats {
+            count: p.count,
+            wakeup_us: mean(p.wakeup_ns),
+            decision_us: mean(p.decision_ns),
+            ioctl_us: mean(p.ioctl_ns),
+            node_us: mean(p.node_ns),
+        }
+    }
+}
+
 /// The tunables in effect (after the module's limits were applied).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConfigStats {
@@ -191,6 +279,8 @@ pub struct Stats {
     pub counters: CounterStats,
     /// The reaction-latency histogram, merged over the decisions.
     pub reaction_latency_us: LatencyStats,
+    /// Where the reactions' time went, over the decisions.
+    pub reaction_phases: PhaseStats,
     /// The attached tenants, by pid.
     pub tenants: Vec<TenantStats>,
     /// The tunables in effect.
@@ -215,6 +305,8 @@ pub struct DecisionView<'a> {
     pub watched_queues: usize,
     /// Queues of lower levels on the node.
     pub lower_queues: usize,
+    /// Its reactions' phases.
+    pub phases: &'a ReactionPhases,
 }
 
 fn counter_stats(c: &Counters, held_total: Duration) -> CounterStats {
@@ -243,6 +335,7 @@ impl Stats {
         let mut total = Counters::default();
         let mut held_total = Duration::ZERO;
         let mut latency = Histogram::default();
+        let mut phases = ReactionPhases::default();
         let mut mode = Mode::NoLc;
         let mut be_run = config.min_share_period;
         let mut out = Vec::with_capacity(decisions.len());
@@ -252,6 +345,7 @@ impl Stats {
             total.add(c);
             held_total += p.held_total(now);
             latency.merge(p.latency());
+            phases.merge(d.phases);
             mode = mode.max(p.mode());
             be_run = be_run.min(p.be_run_in_period(now));
             out.push(DecisionStats {
@@ -265,6 +359,7 @@ impl Stats {
                 be_run_in_period_ms: p.be_run_in_period(now).as_secs_f64() * 1e3,
                 counters: counter_stats(c, p.held_total(now)),
                 reaction_latency_us: p.latency().into(),
+                reaction_phases: d.phases.into(),
             });
         }
         out.sort_by_key(|d| (d.gpu_id, d.rank));
@@ -278,6 +373,7 @@ impl Stats {
             be_run_in_period_ms: be_run.as_secs_f64() * 1e3,
             counters: counter_stats(&total, held_total),
             reaction_latency_us: (&latency).into(),
+            reaction_phases: (&phases).into(),
             tenants,
             config: config.into(),
             levels: levels.to_vec(),
@@ -351,12 +447,23 @@ mod tests {
         p
     }
 
+    fn d_count(v: &serde_json::Value, i: usize) -> u64 {
+        v["decisions"][i]["reaction_phases"]["count"]
+            .as_u64()
+            .unwrap_or(0)
+    }
+
     #[test]
     fn snapshot_is_self_describing_and_sums_its_decisions() {
         let ms = Duration::from_millis;
         let busy = busy_policy(ms, 10);
         let other = busy_policy(ms, 20);
         let idle = Policy::new(PolicyConfig::default(), ms(0));
+        let us = Duration::from_micros;
+        let mut phases = ReactionPhases::default();
+        // Edge at 0; woke at 40 µs; PREEMPT from 50 to 250 µs, 150 of
+        // them the node's.
+        phases.record(us(0), us(40), us(50), us(250), us(150));
         let levels = vec!["best-effort".to_string(), "latency-critical".to_string()];
         let views = [
             DecisionView {
@@ -366,6 +473,7 @@ mod tests {
                 policy: &other,
                 watched_queues: 1,
                 lower_queues: 3,
+                phases: &phases,
             },
             DecisionView {
                 gpu_id: 0x5100,
@@ -374,6 +482,7 @@ mod tests {
                 policy: &busy,
                 watched_queues: 1,
                 lower_queues: 3,
+                phases: &phases,
             },
             DecisionView {
                 gpu_id: 0x5102,
@@ -382,6 +491,7 @@ mod tests {
                 policy: &idle,
                 watched_queues: 0,
                 lower_queues: 0,
+                phases: &ReactionPhases::default(),
             },
         ];
         let tenants = vec![
@@ -416,6 +526,12 @@ mod tests {
         assert_eq!(v["config"]["lease_ms"], 200);
         assert_eq!(v["config"]["sample_period_us"], 50);
         assert_eq!(v["levels"], serde_json::json!(levels));
+        assert_eq!(
+            v["reaction_phases"],
+            serde_json::json!({"count": 2, "wakeup_us": 40.0, "decision_us": 10.0,
+                               "ioctl_us": 50.0, "node_us": 150.0})
+        );
+        assert_eq!(d_count(&v, 0), 1);
         // By node: each decision's own counters.
         let d = &v["decisions"];
         assert_eq!(d[0]["gpu_id"], 0x5100);

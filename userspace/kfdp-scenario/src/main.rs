@@ -34,6 +34,7 @@ mod cpu;
 mod debugger;
 mod detect;
 mod detect_table;
+mod host_report;
 mod latency_chart;
 mod lc;
 mod model;
@@ -80,6 +81,28 @@ enum Command {
         /// Result JSON.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// The host scenario's report (tests/vm/host_scenario.sh): judges each
+    /// node; exit status 1 if a criterion fails.
+    HostReport {
+        /// The scenario's directory (its result files).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Nodes 0..N each had a best-effort tenant.
+        #[arg(long)]
+        nodes: u32,
+        /// Nodes with a latency-critical tenant, judged (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        lc_nodes: Vec<u32>,
+        /// Nodes with the short-request tenant, reported (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        short_nodes: Vec<u32>,
+        /// kfd-preemptd's statistics at the end of its run.
+        #[arg(long)]
+        stats: PathBuf,
+        /// Where to write the report's JSON.
+        #[arg(long)]
+        out_json: Option<PathBuf>,
     },
     /// Compares the three modes; exit status 1 if a criterion fails.
     Report {
@@ -231,6 +254,27 @@ fn run_report(
 
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
+        Command::HostReport {
+            dir,
+            nodes,
+            lc_nodes,
+            short_nodes,
+            stats,
+            out_json,
+        } => {
+            let r = host_report::evaluate(&host_report::HostArgs {
+                dir,
+                nodes,
+                lc_nodes,
+                short_nodes,
+                stats,
+            })?;
+            print!("{}", r.text);
+            if let Some(path) = out_json {
+                results::write_json(&path, &r.json)?;
+            }
+            Ok(r.pass)
+        }
         Command::Lc { args, out } => {
             let r = lc::run(&args)?;
             results::write_json(&out, &r)?;

@@ -68,7 +68,7 @@ pub struct Inputs {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Criterion {
     /// Short name.
-    pub name: &'static str,
+    pub name: String,
     /// The rule, in words, with the numbers.
     pub rule: String,
     /// The measured value.
@@ -82,8 +82,8 @@ pub struct Criterion {
 }
 
 impl Criterion {
-    fn new(
-        name: &'static str,
+    pub(crate) fn new(
+        name: impl Into<String>,
         rule: String,
         value: f64,
         min: Option<f64>,
@@ -92,7 +92,7 @@ impl Criterion {
         let pass =
             value.is_finite() && min.is_none_or(|m| value >= m) && max.is_none_or(|m| value <= m);
         Criterion {
-            name,
+            name: name.into(),
             rule,
             value,
             min,

@@ -175,12 +175,17 @@ impl<B: Backend> Daemon<'_, B> {
             }
             wanted.push((key, ask, lower));
         }
+        let issued = monotonic();
         let result = if refs.is_empty() {
             None
         } else {
             Some(self.dev.preempt(&refs, lease))
         };
         let done = monotonic();
+        let node_time = match &result {
+            Some(Ok(report)) => report.elapsed,
+            _ => Duration::ZERO,
+        };
         let outcomes: HashMap<QueueRef, Outcome> = match &result {
             Some(Ok(report)) => report.outcomes.iter().copied().collect(),
             _ => HashMap::new(),
@@ -207,6 +212,14 @@ impl<B: Backend> Daemon<'_, B> {
             match ask {
                 Ask::Preempt(reason) => {
                     let event = self.preempt_event(lower.len(), &own, error);
+                    if reason == PreemptReason::LcBusy && matches!(event, Event::PreemptDone { .. })
+                    {
+                        if let Some(a) = self.arenas.get_mut(&key) {
+                            if let (Some(edge), Some(woke)) = (a.last_edge, a.woke_at.take()) {
+                                a.phases.record(edge, woke, issued, done, node_time);
+                            }
+                        }
+                    }
                     preempted.push((key, reason, lower.len(), PreemptSummary::of(&own), event));
                     events.push((key, done, event));
                 }
@@ -555,6 +568,7 @@ impl<B: Backend> Daemon<'_, B> {
             let Some(w) = self.arenas.get(key).and_then(|a| a.watcher.as_ref()) else {
                 continue;
             };
+            let woke = monotonic();
             w.drain();
             let sample = match w.file.sample() {
                 Ok(s) => s,
@@ -582,6 +596,7 @@ impl<B: Backend> Daemon<'_, B> {
                 Confirmation::Busy => {
                     if let Some(a) = self.arenas.get_mut(key) {
                         a.last_edge = Some(sample.timestamp);
+                        a.woke_at = Some(woke);
                     }
                     events.push((
                         *key,

@@ -6,7 +6,10 @@ use std::{collections::BTreeMap, time::Duration};
 use kfd_preempt::QueueRef;
 
 use super::{backend::Backend, watcher::Watcher};
-use crate::policy::{Class, Event, Policy, PolicyConfig};
+use crate::{
+    policy::{Class, Event, Policy, PolicyConfig},
+    stats::ReactionPhases,
+};
 
 /// A decision's key: the node's gpu_id and the watched level's rank.
 /// Ordered by node, then level.
@@ -23,8 +26,12 @@ pub(super) struct Arena<B: Backend> {
     /// The lower levels' compute queues on the node (main-file handles):
     /// what a preemption names.
     pub lower: Vec<QueueRef>,
-    /// The kernel timestamp of the last busy edge, for the log.
+    /// The kernel timestamp of the last busy edge, and when the daemon
+    /// woke to it.
     pub last_edge: Option<Duration>,
+    pub woke_at: Option<Duration>,
+    /// Where its reactions' time went.
+    pub phases: ReactionPhases,
 }
 
 impl<B: Backend> Arena<B> {
@@ -37,6 +44,8 @@ impl<B: Backend> Arena<B> {
             members: BTreeMap::new(),
             lower: Vec::new(),
             last_edge: None,
+            woke_at: None,
+            phases: ReactionPhases::default(),
         }
     }
 

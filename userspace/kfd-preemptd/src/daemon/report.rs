@@ -62,6 +62,7 @@ impl<B: Backend> Daemon<'_, B> {
                 policy: &a.policy,
                 watched_queues: a.watched(),
                 lower_queues: a.lower.len(),
+                phases: &a.phases,
             })
             .collect();
         Stats::snapshot(

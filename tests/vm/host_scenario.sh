@@ -1,0 +1,158 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# In the test VM (sim_nodes=16, every node HWS like an MI300X in CPX mode):
+# the host scenario of Documentation/userspace.rst. Latency-critical (LC)
+# tenants on nodes 0 and 1, a tenant of short, frequent requests on node 2,
+# a best-effort (BE) tenant saturating every node; each measured alone
+# (the LC tenants together, then the BE tenants together: every tenant is
+# alone on its node) and all together under kfd-preemptd. The simulated
+# node counts the queues each node had preempted and logs, on its own
+# clock, the doorbell each preemption answered. `kfdp-scenario
+# host-report` judges the criteria; its JSON is printed between markers
+# for scripts/scenario.sh.
+#
+# Arguments NAME=VALUE (or the environment): DURATION (s, default 20),
+# NODES (16), SEED (1).
+for a; do
+	case $a in
+	DURATION=* | NODES=* | SEED=*) export "${a?}" ;;
+	*) echo "unknown argument $a" >&2; exit 2 ;;
+	esac
+done
+D=${DURATION:-20} NODES=${NODES:-16} SEED=${SEED:-1}
+LC_NODES="0 1" SHORT_NODE=2 BE_MS=250
+SIM=/sys/kernel/debug/kfd_preempt/sim
+W=/tmp/host-scenario
+rm -rf $W && mkdir -p $W && cd $W || exit 1
+
+# Waits until every file named exists (at most 20 s).
+await() {
+	i=0
+	for f in "$@"; do
+		while [ ! -e "$f" ]; do
+			i=$((i + 1))
+			[ $i -gt 200 ] && { echo "# timed out waiting for $f"; return 1; }
+			sleep 0.1
+		done
+	done
+}
+
+# Starts the tenants of one mode, lets them measure the same window, waits.
+run() { # mode lc? be?
+	mode=$1 want_lc=$2 want_be=$3
+	rm -f go
+	pids= ready=
+	if [ "$want_be" = 1 ]; then
+		n=0
+		while [ $n -lt "$NODES" ]; do
+			KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node $n --work-ms $BE_MS \
+				--depth 1 --duration-s "$D" --out "be_${mode}_n$n.json" \
+				--ready-file "be_${mode}_n$n.ready" --go-file go &
+			pids="$pids $!" ready="$ready be_${mode}_n$n.ready"
+			n=$((n + 1))
+		done
+	fi
+	if [ "$want_lc" = 1 ]; then
+		for n in $LC_NODES; do
+			KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $n --rate 20 \
+				--chain 3 --work-ms 5 --duration-s "$D" --seed $((SEED + n)) \
+				--out "lc_${mode}_n$n.json" --ready-file "lc_${mode}_n$n.ready" --go-file go &
+			pids="$pids $!" ready="$ready lc_${mode}_n$n.ready"
+		done
+		# Short, frequent requests: one 2 ms dispatch, 50 a second.
+		KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $SHORT_NODE --rate 50 \
+			--chain 1 --work-ms 2 --duration-s "$D" --seed $((SEED + 100)) \
+			--out "lc_${mode}_n$SHORT_NODE.json" --ready-file "lc_${mode}_n$SHORT_NODE.ready" \
+			--go-file go &
+		pids="$pids $!" ready="$ready lc_${mode}_n$SHORT_NODE.ready"
+	fi
+	# shellcheck disable=SC2086 # one file name per word
+	await $ready || return 1
+	if [ -n "$DAEMON_PID" ]; then
+		# The daemon attached every tenant and made its decisions.
+		want=$(( $(echo $LC_NODES | wc -w) + 1 ))
+		i=0
+		until [ -e preemptd.json ] && python3 -c "
+import json, sys
+s = json.load(open('preemptd.json'))
+sys.exit(0 if len(s['tenants']) == $NODES + $want and
+         sum(1 for d in s['decisions'] if d['watched_queues'] > 0) == $want else 1)
+" 2>/dev/null; do
+			i=$((i + 1))
+			[ $i -gt 200 ] && { echo "# the daemon did not pick the tenants up"; return 1; }
+			sleep 0.1
+		done
+		for f in $SIM/node*/preempt_log; do echo >"$f"; done
+		n=0
+		while [ $n -lt "$NODES" ]; do
+			cat $SIM/node$n/suspended_queues >"suspended_before_n$n"
+			n=$((n + 1))
+		done
+		cpu_before=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
+	fi
+	echo "# mode $mode: measuring for ${D}s"
+	start=$(date +%s.%N)
+	touch go
+	for p in $pids; do
+		wait "$p" || return 1
+	done
+	if [ -n "$DAEMON_PID" ]; then
+		cpu_after=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
+		end=$(date +%s.%N)
+		echo "$cpu_before $cpu_after $(getconf CLK_TCK) $start $end" >daemon_cpu
+		n=0
+		while [ $n -lt "$NODES" ]; do
+			echo $(( $(cat $SIM/node$n/suspended_queues) - $(cat suspended_before_n$n) )) \
+				>"suspended_n$n"
+			cat $SIM/node$n/preempt_log >"preempt_log_n$n"
+			n=$((n + 1))
+		done
+	fi
+}
+
+[ -d $SIM/node$((NODES - 1)) ] || { echo "# the module has fewer than $NODES simulated nodes"; exit 1; }
+DAEMON_PID=
+run alone 1 0 || exit 1
+run alone 0 1 || exit 1
+
+cat >preemptd.toml <<EOT
+[daemon]
+tenants = "sim"
+scan_interval_ms = 1000
+sample_period_us = 200
+idle_hysteresis_us = 1000
+lease_ms = 1000
+fifo_priority = 10
+min_share_period_ms = 1000
+min_share_budget_ms = 100
+stats_path = "$W/preemptd.json"
+
+[[class]]
+name = "inference"
+priority = "latency-critical"
+env = "latency-critical"
+
+[[class]]
+name = "training"
+priority = "best-effort"
+env = "best-effort"
+EOT
+kfd-preemptd --config preemptd.toml 2>preemptd.log &
+DAEMON_PID=$!
+run daemon 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
+cp preemptd.json preemptd_run.json
+kfd-preempt daemon --stats $W/preemptd.json | sed 's/^/# /'
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID"
+echo "# kfd-preemptd exited with $?"
+grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
+
+# shellcheck disable=SC2086 # node lists
+kfdp-scenario host-report --dir "$W" --nodes "$NODES" --lc-nodes "$(echo $LC_NODES | tr ' ' ,)" \
+	--short-nodes $SHORT_NODE --stats preemptd_run.json --out-json host.json | tee host.txt
+rc=$?
+echo "=== kfdp-scenario host json begin ==="
+cat host.json
+echo
+echo "=== kfdp-scenario host json end ==="
+exit $rc

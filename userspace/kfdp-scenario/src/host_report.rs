@@ -1,0 +1,362 @@
+//! The host scenario's report (`tests/vm/host_scenario.sh`): latency-
+//! critical tenants on some nodes, a best-effort tenant on every node,
+//! each alone and all under kfd-preemptd, judged node by node:
+//!
+//! * on a node with LC work: the daemon's LC P99 <= 1.1 x LC alone, and
+//!   BE keeps >= (1 - LC load - 0.1) of its throughput alone;
+//! * on a node without: BE keeps >= 0.97 of its throughput alone, and the
+//!   simulated node preempted none of its queues.
+//!
+//! It also reports, from the simulated node's own clock, the reaction
+//! time (an LC doorbell to the BE queues unmapped) with where the daemon's
+//! statistics say it went, the short-request tenant's ratios, and the
+//! daemon's CPU use.
+
+use std::{
+    fmt::Write as _,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use serde_json::{json, Value};
+
+use crate::{
+    report::Criterion,
+    results::{read_be, read_lc, BeResult, LcResult},
+    stats::tail,
+    Result,
+};
+
+/// Most an LC P99 under the daemon may be, times its P99 alone.
+pub const LC_P99_MAX: f64 = 1.1;
+/// Least throughput BE keeps on a node without LC work, of its own alone.
+pub const BE_UNTOUCHED_MIN: f64 = 0.97;
+/// What BE may lose on an LC node beyond LC's load.
+pub const BE_LOSS_MARGIN: f64 = 0.10;
+
+/// Where the runs' files are and how the nodes were used.
+#[derive(Debug, Clone)]
+pub struct HostArgs {
+    /// The scenario's directory.
+    pub dir: PathBuf,
+    /// Nodes 0..nodes each had a BE tenant.
+    pub nodes: u32,
+    /// Nodes with an LC tenant whose criteria are judged.
+    pub lc_nodes: Vec<u32>,
+    /// Nodes with the short-request LC tenant: reported, not judged.
+    pub short_nodes: Vec<u32>,
+    /// The daemon's statistics at the end of its run.
+    pub stats: PathBuf,
+}
+
+/// One record of a node's `preempt_log`: unmap time, queues, doorbell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRecord {
+    /// When the unmap took effect (ns, CLOCK_MONOTONIC).
+    pub unmap_ns: u64,
+    /// Queues it unmapped.
+    pub queues: u64,
+    /// The earliest pending doorbell on a queue left mapped; 0: none.
+    pub doorbell_ns: u64,
+}
+
+/// Parses a `preempt_log`: `# dropped N`, then one record a line.
+pub fn parse_log(text: &str) -> Result<(u64, Vec<LogRecord>)> {
+    let mut dropped = 0;
+    let mut records = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(n) = line.strip_prefix("# dropped ") {
+            dropped = n.parse().map_err(|_| format!("bad line {line:?}"))?;
+            continue;
+        }
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| format!("bad line {line:?}"))?;
+        let [unmap_ns, queues, doorbell_ns] = f[..] else {
+            return Err(format!("bad line {line:?}").into());
+        };
+        records.push(LogRecord {
+            unmap_ns,
+            queues,
+            doorbell_ns,
+        });
+    }
+    Ok((dropped, records))
+}
+
+/// The reaction times of `records`, ms: each unmap that answered a
+/// doorbell, minus that doorbell.
+pub fn reactions_ms(records: &[LogRecord]) -> Vec<f64> {
+    records
+        .iter()
+        .filter(|r| r.doorbell_ns != 0 && r.doorbell_ns <= r.unmap_ns)
+        .map(|r| (r.unmap_ns - r.doorbell_ns) as f64 / 1e6)
+        .collect()
+}
+
+fn read_u64(path: &Path) -> Result<u64> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{}: not a number", path.display()))?)
+}
+
+/// The daemon's CPU use over its run, percent of one CPU, from
+/// `daemon_cpu`: ticks before and after, ticks per second, wall start
+/// and end.
+pub fn cpu_percent(text: &str) -> Option<f64> {
+    let f: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [before, after, hz, start, end] = f[..] else {
+        return None;
+    };
+    let wall = end - start;
+    (wall > 0.0 && hz > 0.0).then(|| 100.0 * (after - before) / hz / wall)
+}
+
+struct LcNode {
+    node: u32,
+    alone: LcResult,
+    daemon: LcResult,
+    be_alone: BeResult,
+    be_daemon: BeResult,
+    reactions_ms: Vec<f64>,
+    dropped: u64,
+}
+
+/// What the report found, and whether every criterion held.
+pub struct HostReport {
+    /// Its text.
+    pub text: String,
+    /// Its JSON.
+    pub json: Value,
+    /// Every criterion held.
+    pub pass: bool,
+}
+
+/// Reads the runs and judges them.
+pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
+    let file = |name: String| a.dir.join(name);
+    let mut checks: Vec<Criterion> = Vec::new();
+    let mut text = String::new();
+    let mut lc_nodes = Vec::new();
+    let _ = writeln!(
+        text,
+        "node  role            LC P99 alone  LC P99 daemon  ratio   BE alone  BE daemon  kept   preempted"
+    );
+    for node in 0..a.nodes {
+        let be_alone = read_be(&file(format!("be_alone_n{node}.json")))?;
+        let be_daemon = read_be(&file(format!("be_daemon_n{node}.json")))?;
+        let suspended = read_u64(&file(format!("suspended_n{node}")))?;
+        let kept = if be_alone.throughput > 0.0 {
+            be_daemon.throughput / be_alone.throughput
+        } else {
+            0.0
+        };
+        let is_lc = a.lc_nodes.contains(&node);
+        let is_short = a.short_nodes.contains(&node);
+        if is_lc || is_short {
+            let alone = read_lc(&file(format!("lc_alone_n{node}.json")))?;
+            let daemon = read_lc(&file(format!("lc_daemon_n{node}.json")))?;
+            let log = fs::read_to_string(file(format!("preempt_log_n{node}")))?;
+            let (dropped, records) = parse_log(&log)?;
+            let ratio = if alone.p99_ms > 0.0 {
+                daemon.p99_ms / alone.p99_ms
+            } else {
+                f64::INFINITY
+            };
+            let role = if is_short { "LC short" } else { "LC" };
+            let _ = writeln!(
+                text,
+                "{node:>4}  {role:<14} {:>12.2}  {:>13.2}  {ratio:>5.2}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
+                alone.p99_ms, daemon.p99_ms, be_alone.throughput, be_daemon.throughput
+            );
+            if is_lc {
+                checks.push(Criterion::new(
+                    format!("node{node}-lc-p99"),
+                    format!(
+                        "node {node}: LC P99 under the daemon {:.2} ms <= {LC_P99_MAX} x alone {:.2} ms",
+                        daemon.p99_ms, alone.p99_ms
+                    ),
+                    ratio,
+                    None,
+                    Some(LC_P99_MAX),
+                ));
+                let floor = 1.0 - alone.load() - BE_LOSS_MARGIN;
+                checks.push(Criterion::new(
+                    format!("node{node}-be-kept"),
+                    format!(
+                        "node {node}: BE keeps {kept:.3} >= 1 - LC load {:.3} - {BE_LOSS_MARGIN} = {floor:.3} of alone",
+                        alone.load()
+                    ),
+                    kept,
+                    Some(floor),
+                    None,
+                ));
+            }
+            lc_nodes.push((
+                is_short,
+                LcNode {
+                    node,
+                    reactions_ms: reactions_ms(&records),
+                    alone,
+                    daemon,
+                    be_alone,
+                    be_daemon,
+                    dropped,
+                },
+            ));
+        } else {
+            let _ = writeln!(
+                text,
+                "{node:>4}  {:<14} {:>12}  {:>13}  {:>5}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
+                "BE only", "-", "-", "-", be_alone.throughput, be_daemon.throughput
+            );
+            checks.push(Criterion::new(
+                format!("node{node}-be-untouched"),
+                format!("node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone"),
+                kept,
+                Some(BE_UNTOUCHED_MIN),
+                None,
+            ));
+            checks.push(Criterion::new(
+                format!("node{node}-no-preemption"),
+                format!("node {node} (no LC): {suspended} queues preempted, none allowed"),
+                suspended as f64,
+                None,
+                Some(0.0),
+            ));
+        }
+    }
+    // The reaction, on the node's own clock, over the judged LC nodes.
+    let reactions: Vec<f64> = lc_nodes
+        .iter()
+        .filter(|(short, _)| !short)
+        .flat_map(|(_, n)| n.reactions_ms.iter().copied())
+        .collect();
+    let (p50, p99, _) = tail(&reactions);
+    checks.push(Criterion::new(
+        "reactions-recorded",
+        format!(
+            "the LC nodes' preemptions answered {} doorbells (the node's log shows the daemon reacting)",
+            reactions.len()
+        ),
+        reactions.len() as f64,
+        Some(1.0),
+        None,
+    ));
+    let stats: Value = fs::read_to_string(&a.stats)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let phases = stats.get("reaction_phases").cloned().unwrap_or(Value::Null);
+    let cpu = fs::read_to_string(file("daemon_cpu".into()))
+        .ok()
+        .and_then(|t| cpu_percent(&t));
+    let _ = writeln!(
+        text,
+        "\nreaction (LC doorbell to BE unmapped, the simulated node's clock): {} preemptions, p50 {:.3} ms, p99 {:.3} ms",
+        reactions.len(),
+        p50,
+        p99
+    );
+    let phase = |k: &str| phases.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let _ = writeln!(
+        text,
+        "  daemon's means: busy observation to wakeup {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us ({} reactions)",
+        phase("wakeup_us"),
+        phase("decision_us"),
+        phase("ioctl_us"),
+        phase("node_us"),
+        phases.get("count").and_then(Value::as_u64).unwrap_or(0)
+    );
+    let mut short = Vec::new();
+    for (_, n) in lc_nodes.iter().filter(|(s, _)| *s) {
+        let (sp50, sp99, _) = tail(&n.reactions_ms);
+        let ratio = n.daemon.p99_ms / n.alone.p99_ms.max(f64::MIN_POSITIVE);
+        let kept = n.be_daemon.throughput / n.be_alone.throughput.max(f64::MIN_POSITIVE);
+        let _ = writeln!(
+            text,
+            "short requests on node {}: LC P99 {:.2} ms alone, {:.2} ms under the daemon ({ratio:.2} x); BE keeps {kept:.3} (LC load {:.3}); reaction p50 {sp50:.3} ms, p99 {sp99:.3} ms",
+            n.node,
+            n.alone.p99_ms,
+            n.daemon.p99_ms,
+            n.alone.load()
+        );
+        short.push(json!({
+            "node": n.node, "lc_p99_alone_ms": n.alone.p99_ms,
+            "lc_p99_daemon_ms": n.daemon.p99_ms, "p99_ratio": ratio,
+            "be_kept": kept, "lc_load": n.alone.load(),
+            "reaction_p50_ms": sp50, "reaction_p99_ms": sp99,
+        }));
+    }
+    if let Some(c) = cpu {
+        let _ = writeln!(
+            text,
+            "kfd-preemptd CPU use over the run: {c:.2} % of one CPU ({} nodes)",
+            a.nodes
+        );
+    }
+    let dropped: u64 = lc_nodes.iter().map(|(_, n)| n.dropped).sum();
+    if dropped > 0 {
+        let _ = writeln!(
+            text,
+            "note: the node logs dropped {dropped} records (reaction figures cover the rest)"
+        );
+    }
+    text.push('\n');
+    for c in &checks {
+        let _ = writeln!(
+            text,
+            "{} {}: {:.3} ({})",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.name,
+            c.value,
+            c.rule
+        );
+    }
+    let pass = checks.iter().all(|c| c.pass);
+    let json = json!({
+        "nodes": a.nodes,
+        "checks": checks,
+        "reaction": {"count": reactions.len(), "p50_ms": p50, "p99_ms": p99, "phases": phases},
+        "short": short,
+        "daemon_cpu_percent": cpu,
+    });
+    Ok(HostReport { text, json, pass })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_node_log_parses_and_reactions_need_a_doorbell() {
+        let (dropped, r) = parse_log("# dropped 3\n1000 2 400\n2000 1 0\n\n3000 1 2900\n").unwrap();
+        assert_eq!(dropped, 3);
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            r[0],
+            LogRecord {
+                unmap_ns: 1000,
+                queues: 2,
+                doorbell_ns: 400
+            }
+        );
+        assert_eq!(reactions_ms(&r), vec![0.0006, 0.0001]);
+        assert!(parse_log("1 2\n").is_err());
+        assert!(parse_log("# dropped x\n").is_err());
+    }
+
+    #[test]
+    fn cpu_use_is_ticks_over_wall_time() {
+        assert_eq!(cpu_percent("100 150 100 10.0 20.0"), Some(5.0));
+        assert_eq!(cpu_percent("100 150 100 10.0 10.0"), None);
+        assert_eq!(cpu_percent("garbage"), None);
+    }
+}
