@@ -140,19 +140,19 @@ impl From<&Histogram> for LatencyStats {
     }
 }
 
-/// Where the reactions to busy edges went, summed: from the module's
-/// busy observation (the SAMPLE timestamp that confirmed it) to the
-/// daemon's wakeup, its decision, the PREEMPT ioctl around the module's
-/// hardware phase, and that phase (the node's unmap). The node's own
-/// clock adds what comes before: from the doorbell to the observation
-/// (at most one sample period).
+/// Where the reactions to busy edges went, summed, from the daemon's
+/// wakeup: the SAMPLE that confirms the edge, the decision, the PREEMPT
+/// ioctl around the module's hardware phase, and that phase (the node's
+/// unmap). What comes before the wakeup (the doorbell to the module's
+/// observation, at most one sample period, and the eventfd's wakeup) is
+/// the rest of the reaction the node's clock measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReactionPhases {
     /// Reactions recorded.
     pub count: u64,
-    /// Busy observation to the daemon's wakeup, ns.
-    pub wakeup_ns: u64,
-    /// Wakeup to the PREEMPT call, ns.
+    /// The wakeup's SAMPLE, ns.
+    pub sample_ns: u64,
+    /// SAMPLE to the PREEMPT call, ns.
     pub decision_ns: u64,
     /// The PREEMPT call outside the module's hardware phase, ns.
     pub ioctl_ns: u64,
@@ -161,12 +161,13 @@ pub struct ReactionPhases {
 }
 
 impl ReactionPhases {
-    /// Records one reaction: busy `edge`, daemon `woke`, PREEMPT `issued`
-    /// and `returned`, and the module's `node` time within it.
+    /// Records one reaction: daemon `woke`, its SAMPLE returned at
+    /// `sampled`, PREEMPT `issued` and `returned`, and the module's `node`
+    /// time within it.
     pub fn record(
         &mut self,
-        edge: Duration,
         woke: Duration,
+        sampled: Duration,
         issued: Duration,
         returned: Duration,
         node: Duration,
@@ -174,10 +175,12 @@ impl ReactionPhases {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let call = returned.saturating_sub(issued);
         self.count += 1;
-        self.wakeup_ns = self.wakeup_ns.saturating_add(ns(woke.saturating_sub(edge)));
+        self.sample_ns = self
+            .sample_ns
+            .saturating_add(ns(sampled.saturating_sub(woke)));
         self.decision_ns = self
             .decision_ns
-            .saturating_add(ns(issued.saturating_sub(woke)));
+            .saturating_add(ns(issued.saturating_sub(sampled)));
         self.ioctl_ns = self.ioctl_ns.saturating_add(ns(call.saturating_sub(node)));
         self.node_ns = self.node_ns.saturating_add(ns(node.min(call)));
     }
@@ -185,7 +188,7 @@ impl ReactionPhases {
     /// Adds `other`'s reactions.
     pub fn merge(&mut self, other: &ReactionPhases) {
         self.count += other.count;
-        self.wakeup_ns = self.wakeup_ns.saturating_add(other.wakeup_ns);
+        self.sample_ns = self.sample_ns.saturating_add(other.sample_ns);
         self.decision_ns = self.decision_ns.saturating_add(other.decision_ns);
         self.ioctl_ns = self.ioctl_ns.saturating_add(other.ioctl_ns);
         self.node_ns = self.node_ns.saturating_add(other.node_ns);
@@ -197,9 +200,9 @@ impl ReactionPhases {
 pub struct PhaseStats {
     /// Reactions recorded.
     pub count: u64,
-    /// Mean busy observation to wakeup, µs.
-    pub wakeup_us: f64,
-    /// Mean wakeup to PREEMPT call, µs.
+    /// Mean SAMPLE after the wakeup, µs.
+    pub sample_us: f64,
+    /// Mean SAMPLE to PREEMPT call, µs.
     pub decision_us: f64,
     /// Mean PREEMPT call outside the hardware phase, µs.
     pub ioctl_us: f64,
@@ -218,7 +221,7 @@ impl From<&ReactionPhases> for PhaseStats {
         };
         PhaseStats {
             count: p.count,
-            wakeup_us: mean(p.wakeup_ns),
+            sample_us: mean(p.sample_ns),
             decision_us: mean(p.decision_ns),
             ioctl_us: mean(p.ioctl_ns),
             node_us: mean(p.node_ns),
@@ -461,7 +464,7 @@ mod tests {
         let idle = Policy::new(PolicyConfig::default(), ms(0));
         let us = Duration::from_micros;
         let mut phases = ReactionPhases::default();
-        // Edge at 0; woke at 40 µs; PREEMPT from 50 to 250 µs, 150 of
+        // Woke at 0; sampled at 40 µs; PREEMPT from 50 to 250 µs, 150 of
         // them the node's.
         phases.record(us(0), us(40), us(50), us(250), us(150));
         let levels = vec!["best-effort".to_string(), "latency-critical".to_string()];
@@ -528,7 +531,7 @@ mod tests {
         assert_eq!(v["levels"], serde_json::json!(levels));
         assert_eq!(
             v["reaction_phases"],
-            serde_json::json!({"count": 2, "wakeup_us": 40.0, "decision_us": 10.0,
+            serde_json::json!({"count": 2, "sample_us": 40.0, "decision_us": 10.0,
                                "ioctl_us": 50.0, "node_us": 150.0})
         );
         assert_eq!(d_count(&v, 0), 1);

@@ -1,11 +1,25 @@
 //! The host scenario's report (`tests/vm/host_scenario.sh`): latency-
 //! critical tenants on some nodes, a best-effort tenant on every node,
-//! each alone and all under kfd-preemptd, judged node by node:
+//! each alone, all together without a daemon and all under kfd-preemptd,
+//! judged node by node. The criteria:
 //!
 //! * on a node with LC work: the daemon's LC P99 <= 1.1 x LC alone, and
 //!   BE keeps >= (1 - LC load - 0.1) of its throughput alone;
 //! * on a node without: BE keeps >= 0.97 of its throughput alone, and the
 //!   simulated node preempted none of its queues.
+//!
+//! `make check` judges the checks instead: the nodes without LC work as
+//! above (node time and the node's own count, which a loaded host cannot
+//! disturb), and on LC nodes ratios of the run's own numbers as the
+//! single-node scenario does ([`crate::report::checks`]): the daemon
+//! removes at least half of the P99 that contention added, BE keeps at
+//! least [`HOST_BE_KEPT_MIN`] of what LC leaves it. The margins are wider
+//! than the single-node scenario's: twenty tenants share the VM's two
+//! CPUs with the daemon, and each ioctl of the debug kernel in TCG costs
+//! milliseconds, which every request pays (the report shows where). A
+//! daemon that preempts nothing, or never resumes, still fails them. The
+//! LC P99 bounds are a benchmark's; the debug kernel in TCG misses them
+//! (`make scenario` judges them).
 //!
 //! It also reports, from the simulated node's own clock, the reaction
 //! time (an LC doorbell to the BE queues unmapped) with where the daemon's
@@ -33,6 +47,11 @@ pub const LC_P99_MAX: f64 = 1.1;
 pub const BE_UNTOUCHED_MIN: f64 = 0.97;
 /// What BE may lose on an LC node beyond LC's load.
 pub const BE_LOSS_MARGIN: f64 = 0.10;
+/// Least part of the contention's added LC P99 the daemon must remove on
+/// an LC node (`make check`).
+pub const HOST_PROTECTION_MIN: f64 = 0.5;
+/// Least part of its fair share BE keeps on an LC node (`make check`).
+pub const HOST_BE_KEPT_MIN: f64 = 0.4;
 
 /// Where the runs' files are and how the nodes were used.
 #[derive(Debug, Clone)]
@@ -122,6 +141,7 @@ pub fn cpu_percent(text: &str) -> Option<f64> {
 struct LcNode {
     node: u32,
     alone: LcResult,
+    together: LcResult,
     daemon: LcResult,
     be_alone: BeResult,
     be_daemon: BeResult,
@@ -139,9 +159,65 @@ pub struct HostReport {
     pub pass: bool,
 }
 
+/// Judges an LC node: the criteria, and `make check`'s ratios.
+fn judge_lc_node(
+    node: u32,
+    n: (&LcResult, &LcResult, &LcResult),
+    kept: f64,
+    criteria: &mut Vec<Criterion>,
+    checks: &mut Vec<Criterion>,
+) {
+    let (alone, together, daemon) = n;
+    let ratio = daemon.p99_ms / alone.p99_ms.max(f64::MIN_POSITIVE);
+    criteria.push(Criterion::new(
+        format!("node{node}-lc-p99"),
+        format!(
+            "node {node}: LC P99 under the daemon {:.2} ms <= {LC_P99_MAX} x alone {:.2} ms",
+            daemon.p99_ms, alone.p99_ms
+        ),
+        ratio,
+        None,
+        Some(LC_P99_MAX),
+    ));
+    let floor = 1.0 - alone.load() - BE_LOSS_MARGIN;
+    criteria.push(Criterion::new(
+        format!("node{node}-be-kept"),
+        format!(
+            "node {node}: BE keeps {kept:.3} >= 1 - LC load {:.3} - {BE_LOSS_MARGIN} = {floor:.3} of alone",
+            alone.load()
+        ),
+        kept,
+        Some(floor),
+        None,
+    ));
+    let added = together.p99_ms - alone.p99_ms;
+    let protection = (together.p99_ms - daemon.p99_ms) / added;
+    checks.push(Criterion::new(
+        format!("node{node}-protects-lc"),
+        format!(
+            "node {node}: the daemon's LC P99 {:.2} ms removes >= {HOST_PROTECTION_MIN} of what contention added ({:.2} -> {:.2} ms)",
+            daemon.p99_ms, alone.p99_ms, together.p99_ms
+        ),
+        protection,
+        Some(HOST_PROTECTION_MIN),
+        None,
+    ));
+    let fair = 1.0 - alone.load();
+    checks.push(Criterion::new(
+        format!("node{node}-keeps-be"),
+        format!(
+            "node {node}: BE keeps {kept:.3} of alone >= {HOST_BE_KEPT_MIN} x its fair part {fair:.3}"
+        ),
+        kept / fair,
+        Some(HOST_BE_KEPT_MIN),
+        None,
+    ));
+}
+
 /// Reads the runs and judges them.
 pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let file = |name: String| a.dir.join(name);
+    let mut criteria: Vec<Criterion> = Vec::new();
     let mut checks: Vec<Criterion> = Vec::new();
     let mut text = String::new();
     let mut lc_nodes = Vec::new();
@@ -162,6 +238,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         let is_short = a.short_nodes.contains(&node);
         if is_lc || is_short {
             let alone = read_lc(&file(format!("lc_alone_n{node}.json")))?;
+            let together = read_lc(&file(format!("lc_together_n{node}.json")))?;
             let daemon = read_lc(&file(format!("lc_daemon_n{node}.json")))?;
             let log = fs::read_to_string(file(format!("preempt_log_n{node}")))?;
             let (dropped, records) = parse_log(&log)?;
@@ -177,27 +254,13 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                 alone.p99_ms, daemon.p99_ms, be_alone.throughput, be_daemon.throughput
             );
             if is_lc {
-                checks.push(Criterion::new(
-                    format!("node{node}-lc-p99"),
-                    format!(
-                        "node {node}: LC P99 under the daemon {:.2} ms <= {LC_P99_MAX} x alone {:.2} ms",
-                        daemon.p99_ms, alone.p99_ms
-                    ),
-                    ratio,
-                    None,
-                    Some(LC_P99_MAX),
-                ));
-                let floor = 1.0 - alone.load() - BE_LOSS_MARGIN;
-                checks.push(Criterion::new(
-                    format!("node{node}-be-kept"),
-                    format!(
-                        "node {node}: BE keeps {kept:.3} >= 1 - LC load {:.3} - {BE_LOSS_MARGIN} = {floor:.3} of alone",
-                        alone.load()
-                    ),
+                judge_lc_node(
+                    node,
+                    (&alone, &together, &daemon),
                     kept,
-                    Some(floor),
-                    None,
-                ));
+                    &mut criteria,
+                    &mut checks,
+                );
             }
             lc_nodes.push((
                 is_short,
@@ -205,6 +268,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                     node,
                     reactions_ms: reactions_ms(&records),
                     alone,
+                    together,
                     daemon,
                     be_alone,
                     be_daemon,
@@ -217,20 +281,24 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                 "{node:>4}  {:<14} {:>12}  {:>13}  {:>5}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
                 "BE only", "-", "-", "-", be_alone.throughput, be_daemon.throughput
             );
-            checks.push(Criterion::new(
-                format!("node{node}-be-untouched"),
-                format!("node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone"),
-                kept,
-                Some(BE_UNTOUCHED_MIN),
-                None,
-            ));
-            checks.push(Criterion::new(
-                format!("node{node}-no-preemption"),
-                format!("node {node} (no LC): {suspended} queues preempted, none allowed"),
-                suspended as f64,
-                None,
-                Some(0.0),
-            ));
+            for list in [&mut criteria, &mut checks] {
+                list.push(Criterion::new(
+                    format!("node{node}-be-untouched"),
+                    format!(
+                        "node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone"
+                    ),
+                    kept,
+                    Some(BE_UNTOUCHED_MIN),
+                    None,
+                ));
+                list.push(Criterion::new(
+                    format!("node{node}-no-preemption"),
+                    format!("node {node} (no LC): {suspended} queues preempted, none allowed"),
+                    suspended as f64,
+                    None,
+                    Some(0.0),
+                ));
+            }
         }
     }
     // The reaction, on the node's own clock, over the judged LC nodes.
@@ -268,8 +336,8 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let phase = |k: &str| phases.get(k).and_then(Value::as_f64).unwrap_or(0.0);
     let _ = writeln!(
         text,
-        "  daemon's means: busy observation to wakeup {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us ({} reactions)",
-        phase("wakeup_us"),
+        "  daemon's means from its wakeup: SAMPLE {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us ({} reactions); the rest is detection and the eventfd's wakeup",
+        phase("sample_us"),
         phase("decision_us"),
         phase("ioctl_us"),
         phase("node_us"),
@@ -282,14 +350,16 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         let kept = n.be_daemon.throughput / n.be_alone.throughput.max(f64::MIN_POSITIVE);
         let _ = writeln!(
             text,
-            "short requests on node {}: LC P99 {:.2} ms alone, {:.2} ms under the daemon ({ratio:.2} x); BE keeps {kept:.3} (LC load {:.3}); reaction p50 {sp50:.3} ms, p99 {sp99:.3} ms",
+            "short requests on node {}: LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3}); reaction p50 {sp50:.3} ms, p99 {sp99:.3} ms",
             n.node,
             n.alone.p99_ms,
+            n.together.p99_ms,
             n.daemon.p99_ms,
             n.alone.load()
         );
         short.push(json!({
             "node": n.node, "lc_p99_alone_ms": n.alone.p99_ms,
+            "lc_p99_together_ms": n.together.p99_ms,
             "lc_p99_daemon_ms": n.daemon.p99_ms, "p99_ratio": ratio,
             "be_kept": kept, "lc_load": n.alone.load(),
             "reaction_p50_ms": sp50, "reaction_p99_ms": sp99,
@@ -309,20 +379,29 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             "note: the node logs dropped {dropped} records (reaction figures cover the rest)"
         );
     }
-    text.push('\n');
-    for c in &checks {
-        let _ = writeln!(
-            text,
-            "{} {}: {:.3} ({})",
-            if c.pass { "PASS" } else { "FAIL" },
-            c.name,
-            c.value,
-            c.rule
-        );
-    }
-    let pass = checks.iter().all(|c| c.pass);
+    let mut list = |title: &str, cs: &[Criterion]| {
+        let _ = writeln!(text, "\n{title}");
+        for c in cs {
+            let _ = writeln!(
+                text,
+                "{} {}: {:.3} ({})",
+                if c.pass { "PASS" } else { "FAIL" },
+                c.name,
+                c.value,
+                c.rule
+            );
+        }
+    };
+    list("criteria (make scenario judges these):", &criteria);
+    list(
+        "checks (make check judges these; node time, the node's counts, ratios of this run's own numbers):",
+        &checks,
+    );
+    let pass = criteria.iter().all(|c| c.pass);
     let json = json!({
         "nodes": a.nodes,
+        "criteria": criteria,
+        "pass": pass,
         "checks": checks,
         "reaction": {"count": reactions.len(), "p50_ms": p50, "p99_ms": p99, "phases": phases},
         "short": short,

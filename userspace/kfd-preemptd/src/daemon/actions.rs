@@ -215,8 +215,8 @@ impl<B: Backend> Daemon<'_, B> {
                     if reason == PreemptReason::LcBusy && matches!(event, Event::PreemptDone { .. })
                     {
                         if let Some(a) = self.arenas.get_mut(&key) {
-                            if let (Some(edge), Some(woke)) = (a.last_edge, a.woke_at.take()) {
-                                a.phases.record(edge, woke, issued, done, node_time);
+                            if let Some((woke, sampled)) = a.woke_at.take() {
+                                a.phases.record(woke, sampled, issued, done, node_time);
                             }
                         }
                     }
@@ -596,7 +596,7 @@ impl<B: Backend> Daemon<'_, B> {
                 Confirmation::Busy => {
                     if let Some(a) = self.arenas.get_mut(key) {
                         a.last_edge = Some(sample.timestamp);
-                        a.woke_at = Some(woke);
+                        a.woke_at = Some((woke, now));
                     }
                     events.push((
                         *key,

@@ -26,10 +26,10 @@ pub(super) struct Arena<B: Backend> {
     /// The lower levels' compute queues on the node (main-file handles):
     /// what a preemption names.
     pub lower: Vec<QueueRef>,
-    /// The kernel timestamp of the last busy edge, and when the daemon
-    /// woke to it.
+    /// The kernel timestamp of the last busy edge, for the log.
     pub last_edge: Option<Duration>,
-    pub woke_at: Option<Duration>,
+    /// When the daemon woke to it, and when its SAMPLE returned.
+    pub woke_at: Option<(Duration, Duration)>,
     /// Where its reactions' time went.
     pub phases: ReactionPhases,
 }
