@@ -8,7 +8,9 @@
 # report.svg, report.txt). Then the host scenario (tests/vm/host_scenario.sh)
 # in a VM with 16 simulated nodes: latency-critical tenants on two nodes,
 # short requests on a third, best-effort on every node, judged node by node
-# (host.json, host.txt). Environment: DURATION, RATE, CHAIN, LC_MS, BE_MS,
+# (host.json, host.txt), with one scrape of the daemon's metrics and its
+# statistics of the same moment (metrics.txt, metrics-stats.json).
+# Environment: DURATION, RATE, CHAIN, LC_MS, BE_MS,
 # SEED (see tests/vm/scenario.sh), HOST_NODES (16), HOST_DURATION (as
 # DURATION). The cost model is the simulated node's: every figure is
 # modelled, not measured on a GPU.
@@ -45,13 +47,15 @@ kfdp_log "results: $out/report.json, $out/report.svg, $out/report.txt"
 
 host_args=("NODES=${HOST_NODES:-16}" "SEED=${SEED:-1}")
 [ -n "${HOST_DURATION:-${DURATION:-}}" ] && host_args+=("DURATION=${HOST_DURATION:-$DURATION}")
-rm -f "$out/host.json" "$out/host.txt"
+rm -f "$out/host.json" "$out/host.txt" "$out/metrics.txt" "$out/metrics-stats.json"
 tests/vm/run "sim_nodes=${HOST_NODES:-16}" --no-kselftest --no-kunit --quiet --timeout 1800 \
 	--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd \
 	--copy out/userspace/bin/kfdp-scenario --out "$out/vm-host" -- \
 	"$KFDP_ROOT/tests/vm/host_scenario.sh" "${host_args[@]}" || rc=$?
 log=$out/vm-host/results.log
 extract "host json" >"$out/host.json"
+extract metrics >"$out/metrics.txt"
+extract metrics-stats >"$out/metrics-stats.json"
 sed -n '/^node  role/,/^=== kfdp-scenario host json begin/p' "$log" | sed '$d' | tr -d '\r' >"$out/host.txt"
 [ -s "$out/host.json" ] || kfdp_die "the host scenario printed no results (see $log)"
 cat "$out/host.txt"

@@ -130,6 +130,7 @@ fifo_priority = 10
 min_share_period_ms = 1000
 min_share_budget_ms = 100
 stats_path = "$W/preemptd.json"
+metrics = "unix:$W/metrics.sock"
 
 [[class]]
 name = "inference"
@@ -145,6 +146,23 @@ kfd-preemptd --config preemptd.toml 2>preemptd.log &
 DAEMON_PID=$!
 run daemon 1 1 || { sed "s/^/# /" preemptd.log | tail -80; cat preemptd.json | sed "s/^/# /"; exit 1; }
 cp preemptd.json preemptd_run.json
+# One scrape of the daemon's metrics and its statistics from the same
+# snapshot (a write comes every second: retried until the two match), for
+# tests/metrics/metrics_test.sh --scrape on the host (no TCP in the VM).
+i=0
+while [ $i -lt 10 ]; do
+	kfdp-scenario scrape --unix $W/metrics.sock --out metrics.txt && cp preemptd.json metrics-stats.json &&
+		[ "$(awk '/^kfd_preemptd_stats_written_timestamp_seconds/ { printf "%.0f", $2 * 1000 }' metrics.txt)" = \
+			"$(sed -n 's/.*"written_at_unix_ms": *\([0-9]*\).*/\1/p' metrics-stats.json)" ] && break
+	i=$((i + 1))
+	sleep 0.3
+done
+echo "=== kfdp-scenario metrics begin ==="
+cat metrics.txt
+echo "=== kfdp-scenario metrics end ==="
+echo "=== kfdp-scenario metrics-stats begin ==="
+cat metrics-stats.json
+echo "=== kfdp-scenario metrics-stats end ==="
 kfd-preempt daemon --stats $W/preemptd.json | sed 's/^/# /'
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID"

@@ -22,6 +22,8 @@ use std::{collections::HashSet, fmt, path::Path, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
 
+use crate::metrics::MetricsAddr;
+
 /// Where the daemon reads its configuration unless told otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/kfd-preemptd.toml";
 
@@ -125,6 +127,9 @@ pub struct DaemonConfig {
     pub stats_path: PathBuf,
     /// Log line format.
     pub log_format: LogFormat,
+    /// Where the Prometheus metrics are served (`127.0.0.1:PORT`,
+    /// `[::1]:PORT` or `unix:/PATH`); absent: not served.
+    pub metrics: Option<MetricsAddr>,
     /// The priority levels, lowest first: work of a level preempts every
     /// lower level's compute queues on the same node.
     pub levels: Vec<String>,
@@ -148,6 +153,7 @@ impl Default for DaemonConfig {
             min_share_budget_ms: 100,
             stats_path: PathBuf::from("/run/kfd-preemptd/stats.json"),
             log_format: LogFormat::Text,
+            metrics: None,
             levels: DEFAULT_LEVELS.map(String::from).to_vec(),
             fifo_priority: 0,
         }
@@ -609,6 +615,16 @@ mod tests {
                      [[class]]\nname = \"x\"\npriority = \"best-effort\"\nuid = 0\n");
         assert!(e.starts_with("class[0].priority:"), "{e}");
         assert!(e.contains("low, high"), "{e}");
+    }
+
+    #[test]
+    fn metrics_are_off_by_default_and_only_local() {
+        assert_eq!(Config::parse("").unwrap().daemon.metrics, None);
+        let c =
+            Config::parse("[daemon]\nmetrics = \"unix:/run/kfd-preemptd/metrics.sock\"\n").unwrap();
+        assert!(matches!(c.daemon.metrics, Some(MetricsAddr::Unix(_))));
+        let e = err("[daemon]\nmetrics = \"0.0.0.0:9477\"\n");
+        assert!(e.contains("metrics"), "{e}");
     }
 
     #[test]

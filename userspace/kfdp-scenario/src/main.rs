@@ -104,6 +104,16 @@ enum Command {
         #[arg(long)]
         out_json: Option<PathBuf>,
     },
+    /// Fetches kfd-preemptd's metrics from its Unix socket (the VM has no
+    /// HTTP client) and writes the body.
+    Scrape {
+        /// The daemon's `metrics` socket path.
+        #[arg(long)]
+        unix: PathBuf,
+        /// Where to write the exposition text.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Compares the three modes; exit status 1 if a criterion fails.
     Report {
         /// LC result, LC alone on the node.
@@ -252,8 +262,31 @@ fn run_report(
     Ok(evaluation.all_pass())
 }
 
+/// One `GET /metrics` over the Unix socket at `path`: the body of a 200.
+fn scrape(path: &std::path::Path) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(path)
+        .map_err(|e| format!("connecting to {}: {e}", path.display()))?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+    let mut reply = String::new();
+    c.read_to_string(&mut reply)?;
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .ok_or("the reply has no header end")?;
+    if head.split_whitespace().nth(1) != Some("200") {
+        let status = head.lines().next().unwrap_or("");
+        return Err(format!("the reply is not a 200: {status}").into());
+    }
+    Ok(body.to_string())
+}
+
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
+        Command::Scrape { unix, out } => {
+            let body = scrape(&unix)?;
+            std::fs::write(&out, body).map_err(|e| format!("writing {}: {e}", out.display()))?;
+            Ok(true)
+        }
         Command::HostReport {
             dir,
             nodes,

@@ -57,6 +57,7 @@ use crate::{
     config::Config,
     discover::Discovery,
     log::{Level, Logger},
+    metrics::MetricsServer,
     policy::{Event, PolicyConfig},
 };
 
@@ -143,6 +144,8 @@ pub struct Daemon<'c, B: Backend> {
     /// Lists processes off the main loop; `None`: the loop lists them
     /// itself (tests, through the backend).
     lister: Option<Lister>,
+    /// Serves the Prometheus metrics, if configured.
+    metrics: Option<MetricsServer>,
 }
 
 impl<'c, B: Backend> Daemon<'c, B> {
@@ -197,7 +200,13 @@ impl<'c, B: Backend> Daemon<'c, B> {
             next_scan: now,
             next_stats: now + STATS_INTERVAL,
             lister: None,
+            metrics: None,
         })
+    }
+
+    /// Serves the metrics from now on, renewed at every statistics write.
+    pub fn use_metrics(&mut self, server: MetricsServer) {
+        self.metrics = Some(server);
     }
 
     /// Lists processes on a thread of their own from now on.
@@ -399,6 +408,11 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
         ],
     );
     let mut d = Daemon::new(cfg, dev, &info, Discovery::default(), stats_path)?;
+    if let Some(addr) = &cfg.daemon.metrics {
+        let server = MetricsServer::spawn(addr)
+            .map_err(|e| fatal(format!("serving the metrics on {addr}"), e))?;
+        d.use_metrics(server);
+    }
     // The scan thread first: it keeps the default policy.
     d.use_lister(Lister::spawn(cfg.daemon.scan_interval())?);
     if cfg.daemon.fifo_priority > 0 {

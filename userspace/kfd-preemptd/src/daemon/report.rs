@@ -8,6 +8,7 @@ use serde_json::json;
 use super::{unix_ms, Backend, Daemon};
 use crate::{
     log::Level,
+    metrics,
     stats::{self, DecisionView, Stats, TenantStats},
 };
 
@@ -77,10 +78,16 @@ impl<B: Backend> Daemon<'_, B> {
     }
 
     pub(super) fn write_stats(&mut self, now: Duration) {
+        if self.stats_path.is_none() && self.metrics.is_none() {
+            return;
+        }
+        let s = self.stats(now);
+        if let Some(m) = &self.metrics {
+            m.publish(metrics::render(&s));
+        }
         let Some(path) = self.stats_path.clone() else {
             return;
         };
-        let s = self.stats(now);
         match write_stats_file(&path, &s) {
             Ok(()) => self.stats_failing = false,
             Err(e) => {

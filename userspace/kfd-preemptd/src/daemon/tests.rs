@@ -1017,3 +1017,32 @@ fn monotonic_moves_forward() {
     let b = monotonic();
     assert!(b >= a && a > Duration::ZERO);
 }
+
+#[test]
+fn each_statistics_write_renews_the_metrics() {
+    let (p, fake, cfg) = world("metrics");
+    let sock = p.root.join("metrics.sock");
+    let server =
+        crate::metrics::MetricsServer::spawn(&crate::metrics::MetricsAddr::Unix(sock.clone()))
+            .unwrap();
+    let mut d = daemon(&p, &fake, &cfg);
+    d.use_metrics(server);
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    d.write_stats(monotonic());
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    std::io::Write::write_all(&mut c, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut c, &mut body).unwrap();
+    assert!(
+        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "kfd_preemptd_preemptions_total{gpu_id=\"4096\",level=\"latency-critical\"} 1\n"
+        ),
+        "{body}"
+    );
+}
