@@ -185,6 +185,25 @@ static inline long long kfdp_sim_stat(const char *key)
 	return kfdp_stat_in(KFDP_SIM_DBG "/status", key);
 }
 
+/*
+ * The number of simulated nodes (the "nodeN gpu_id" lines of status), or
+ * -1. Node N, one past the last, is the first that does not exist.
+ */
+static inline int kfdp_sim_nodes(void)
+{
+	char line[256];
+	int n = 0, node;
+	FILE *f = fopen(KFDP_SIM_DBG "/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "node%d gpu_id", &node) == 1)
+			n++;
+	fclose(f);
+	return n;
+}
+
 static inline long long kfdp_node_updates(int node)
 {
 	char key[32];

@@ -574,8 +574,8 @@ TEST_F(act, watch_and_sample_bad_input)
 
 	EXPECT_EQ(-EINVAL, watch_one(self->owner, KFDP_IOC_WATCH, self->handle + 100,
 				     KFDP_SIM_HWS, self->r.queue_id)) TH_LOG("handle");
-	EXPECT_EQ(-EINVAL, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, 7,
-				     self->r.queue_id)) TH_LOG("gpu_id");
+	EXPECT_EQ(-EINVAL, watch_one(self->owner, KFDP_IOC_WATCH, self->handle,
+				     kfdp_sim_nodes(), self->r.queue_id)) TH_LOG("gpu_id");
 	EXPECT_EQ(-ENOENT, watch_one(self->owner, KFDP_IOC_WATCH, self->handle,
 				     KFDP_SIM_HWS, 999)) TH_LOG("queue");
 	EXPECT_EQ(-EOPNOTSUPP, watch_one(self->owner, KFDP_IOC_WATCH, self->handle,
@@ -661,7 +661,7 @@ TEST_F(act, ring_bad_input)
 	BAD(EINVAL, ring_packets, 0);
 	BAD(EINVAL, ring_packets, 3);
 	BAD(EINVAL, ring_packets, 2048);
-	BAD(EINVAL, node, 9);
+	BAD(EINVAL, node, kfdp_sim_nodes());
 	BAD(EINVAL, priority, 16);
 	BAD(EINVAL, reserved, 1);
 	BAD(EINVAL, queue_id, 1);

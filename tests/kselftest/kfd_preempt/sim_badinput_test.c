@@ -288,7 +288,7 @@ TEST_F(bad, tenant_ioctls)
 	struct kfdp_sim_queue_destroy d = { .queue_id = 999 };
 	struct kfdp_sim_queue_status s = { .queue_id = 999 };
 
-	c.node = 2;
+	c.node = kfdp_sim_nodes();	/* one past the last */
 	EXPECT_EQ(EINVAL, kfdp_ioctl_errno(self->tenant, KFDP_SIM_IOC_CREATE_QUEUE, &c));
 	c.node = 0;
 	c.queue_type = 7;

@@ -90,22 +90,6 @@ static int wait_retired(struct ring *r, __u64 index, long ms)
 	return 1;
 }
 
-/* The number of simulated nodes: the "nodeN ..." lines of status. */
-static int sim_node_count(void)
-{
-	char line[256];
-	int n = 0, node;
-	FILE *f = fopen(KFDP_SIM_DBG "/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "node%d gpu_id", &node) == 1)
-			n++;
-	fclose(f);
-	return n;
-}
-
 /*
  * Reads node @node's preempt_log: the dropped count into *dropped and up
  * to @cap records into @out. Returns the number of records, or -1 if the
@@ -195,7 +179,7 @@ FIXTURE_TEARDOWN(nodes)
  */
 TEST_F(nodes, queue_on_highest_node)
 {
-	int nodes = sim_node_count(), top, qid;
+	int nodes = kfdp_sim_nodes(), top, qid;
 	struct kfdp_sim_queue_create c = { .queue_type = KFDP_QT_COMPUTE, .priority = 7 };
 	struct kfdp_queue_info info[2];
 	struct kfdp_query q = { 0 };
