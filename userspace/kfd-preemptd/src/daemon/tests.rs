@@ -199,7 +199,7 @@ struct Fake {
     file: usize,
 }
 
-/// A tenant's handle on file `file`.
+/// A tenant's handle on file `file` (pids below 1000).
 fn handle(file: usize, pid: i32) -> Handle {
     Handle(file as u32 * 1000 + pid as u32)
 }
@@ -1045,4 +1045,60 @@ fn each_statistics_write_renews_the_metrics() {
         ),
         "{body}"
     );
+}
+
+/// `extra` best-effort trainers on nodes 0..`nodes`, one queue each, beside
+/// the world's LC server on node A.
+fn crowded(name: &str, extra: i32, nodes: u32) -> (FakeProc, Fake, Config) {
+    let (p, fake, cfg) = world(name);
+    for i in 0..extra {
+        let pid = 100 + i;
+        p.add(
+            pid,
+            u64::try_from(pid).unwrap(),
+            1000,
+            "trainer",
+            "/usr/bin/python3",
+            "/user.slice",
+            &["KFD_PREEMPT_CLASS=training"],
+        );
+        let node = A + (i as u32 % nodes) * 0x100;
+        let mut s = fake.s.borrow_mut();
+        s.processes.push((pid, TargetKind::KfdFd));
+        s.queues.insert(pid, vec![(node, 0, QueueType::ComputeAql)]);
+    }
+    (p, fake, cfg)
+}
+
+#[test]
+fn a_reaction_costs_the_same_on_a_host_of_64_nodes_and_hundreds_of_tenants() {
+    let calls_of_a_reaction = |extra: i32, nodes: u32| {
+        let (p, fake, cfg) = crowded(&format!("scale{extra}"), extra, nodes);
+        let mut d = daemon(&p, &fake, &cfg);
+        d.scan();
+        // Only node A has latency-critical work: one decision.
+        assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A]);
+        fake.calls();
+        fake.set_busy(A, true);
+        d.on_wakeups(&[LC_A]);
+        let calls = fake.calls();
+        let preempted: usize = calls
+            .iter()
+            .map(|(_, c)| match c {
+                Call::Preempt(refs, _) => {
+                    assert!(refs.iter().all(|q| q.gpu_id == A), "{refs:?}");
+                    refs.len()
+                }
+                _ => 0,
+            })
+            .sum();
+        (calls.len(), preempted)
+    };
+    let (small, small_preempted) = calls_of_a_reaction(0, 1);
+    let (large, large_preempted) = calls_of_a_reaction(320, 64);
+    // The same calls (one PREEMPT, one ARM); only node A's queues named:
+    // the world's two and the 5 of the 320 trainers that landed on A.
+    assert_eq!(small, large);
+    assert_eq!(small_preempted, 2);
+    assert_eq!(large_preempted, 2 + 5);
 }
