@@ -824,9 +824,9 @@ fn lc_work_on_one_node_preempts_be_on_that_node_only() {
     assert!(d.stats(monotonic()).decisions.len() == 1);
 }
 
-#[test]
-fn decisions_busy_at_the_same_moment_share_one_preempt() {
-    let (p, fake, cfg) = two_nodes("shared");
+/// A second latency-critical server (pid [`LC2`]) with one queue on
+/// `gpu_id`.
+fn add_second_server(p: &FakeProc, fake: &Fake, gpu_id: u32, queue_id: u32) {
     p.add(
         LC2,
         6,
@@ -836,11 +836,16 @@ fn decisions_busy_at_the_same_moment_share_one_preempt() {
         "/system.slice/infer.service",
         &[],
     );
-    {
-        let mut s = fake.s.borrow_mut();
-        s.processes.push((LC2, TargetKind::KfdFd));
-        s.queues.insert(LC2, vec![(B, 0, QueueType::ComputeAql)]);
-    }
+    let mut s = fake.s.borrow_mut();
+    s.processes.push((LC2, TargetKind::KfdFd));
+    s.queues
+        .insert(LC2, vec![(gpu_id, queue_id, QueueType::ComputeAql)]);
+}
+
+#[test]
+fn decisions_busy_at_the_same_moment_share_one_preempt() {
+    let (p, fake, cfg) = two_nodes("shared");
+    add_second_server(&p, &fake, B, 0);
     let mut d = daemon(&p, &fake, &cfg);
     d.scan();
     assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A, LC_B]);
@@ -952,20 +957,7 @@ fn higher_levels_preempt_every_lower_level_and_resume_what_no_other_holds() {
 fn equal_levels_never_preempt_each_other() {
     let (p, fake, cfg) = world("equal");
     // A second LC tenant on node A: same level as LC.
-    p.add(
-        LC2,
-        6,
-        0,
-        "server2",
-        "/usr/bin/server",
-        "/system.slice/infer.service",
-        &[],
-    );
-    {
-        let mut s = fake.s.borrow_mut();
-        s.processes.push((LC2, TargetKind::KfdFd));
-        s.queues.insert(LC2, vec![(A, 7, QueueType::ComputeAql)]);
-    }
+    add_second_server(&p, &fake, A, 7);
     let mut d = daemon(&p, &fake, &cfg);
     d.scan();
     assert_eq!(d.arenas[&LC_A].lower, be_refs());
