@@ -85,6 +85,11 @@ cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste 
 [ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 
+# kfd-preemptd's Prometheus endpoint (its example metrics_fixture, built in
+# userspace/target as cargo-test built it) against promtool, a scratch
+# prometheus on the loopback and the JSON statistics it renders.
+suite metrics tests/metrics/metrics_test.sh
+
 # The two VM runs of one kernel, each case counted once. First with the
 # simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests prove the
 # uapi's semantics end to end (Documentation/simulated-node.rst), after the
@@ -139,6 +144,9 @@ fi
 # The motivating scenario (make scenario) with and without kfd-preemptd:
 # one case per check of its report (ratios of the run's own numbers).
 suite scenario tests/vm/scenario_check.sh
+# The host scenario's scrape of the real daemon (16 simulated nodes, a Unix
+# socket in a VM without TCP) against its statistics of the same moment.
+suite metrics-live tests/metrics/metrics_test.sh --scrape out/scenario/metrics.txt --stats out/scenario/metrics-stats.json
 
 # The module as DKMS builds it for an operator, loaded in the VM.
 suite dkms tests/dkms/dkms_test.sh

@@ -8,16 +8,24 @@
 # from the JSON by tests/metrics/metrics_check.py, not by the renderer);
 # and a real `prometheus`, on the loopback with a scratch storage, scrapes
 # the endpoint every second and answers queries with the same values.
-# KTAP, and a last line "N passed, M failed".
+# KTAP, and a last line "N passed, M failed[, K skipped]".
 #
-# usage: metrics_test.sh [--endpoint ADDR --stats FILE]
+# usage: metrics_test.sh [--endpoint ADDR --stats FILE | --scrape FILE --stats FILE]
 #   Without arguments it builds and starts the kfd-preemptd example
-#   metrics_fixture (fixed statistics) on a free loopback port. With them
-#   it checks a running daemon: ADDR is its `metrics` address
+#   metrics_fixture (fixed statistics) on a free loopback port. With
+#   --endpoint it checks a running daemon: ADDR is its `metrics` address
 #   (127.0.0.1:PORT, [::1]:PORT or unix:PATH; Prometheus cannot scrape a
 #   Unix socket, so its cases are then skipped) and FILE its statistics
 #   file; the scrape compared is the one taken from the same snapshot as
-#   the file (same written_at_unix_ms).
+#   the file (same written_at_unix_ms). With --scrape it checks a scrape
+#   captured elsewhere (the host scenario's, taken in a VM without TCP:
+#   scripts/scenario.sh writes out/scenario/metrics.txt and
+#   metrics-stats.json): FILE is the body the daemon served and the
+#   statistics file must be of the same snapshot. The two HTTP cases are
+#   skipped (the VM's scrape took only a 200; the fixture run checks the
+#   same server's headers and 404s), and Prometheus scrapes a relay on
+#   the loopback that serves FILE verbatim at /metrics. A missing or empty
+#   file is one failed case.
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
@@ -35,18 +43,24 @@ summary() {
 }
 
 usage() {
-	echo "usage: $0 [--endpoint ADDR --stats FILE]" >&2
+	echo "usage: $0 [--endpoint ADDR --stats FILE | --scrape FILE --stats FILE]" >&2
 	exit 2
 }
-endpoint= stats=
+endpoint= stats= captured=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--endpoint) [ $# -ge 2 ] || usage; endpoint=$2; shift 2 ;;
+	--scrape) [ $# -ge 2 ] || usage; captured=$2; shift 2 ;;
 	--stats) [ $# -ge 2 ] || usage; stats=$2; shift 2 ;;
 	*) usage ;;
 	esac
 done
-if { [ -n "$endpoint" ] && [ -z "$stats" ]; } || { [ -z "$endpoint" ] && [ -n "$stats" ]; }; then
+# --stats with exactly one of --endpoint and --scrape, or none of the three.
+if [ -n "$endpoint" ] && [ -n "$captured" ]; then
+	usage
+fi
+if { [ -n "$endpoint$captured" ] && [ -z "$stats" ]; } ||
+	{ [ -z "$endpoint$captured" ] && [ -n "$stats" ]; }; then
 	usage
 fi
 
@@ -76,17 +90,83 @@ curl_to() {
 }
 
 echo "TAP version 13"
-echo "1..14"
 
-# Setup: the fixture, unless a live endpoint was given.
-if [ -z "$endpoint" ]; then
+# A captured scrape must be there: the host scenario produces it.
+if [ -n "$captured" ]; then
+	missing=
+	for f in "$captured" "$stats"; do
+		[ -s "$f" ] || missing="$missing ${f}"
+	done
+	if [ -n "$missing" ]; then
+		echo "1..1"
+		nok "captured_scrape_present # missing or empty:$missing (the host scenario, scripts/scenario.sh, writes them)"
+		summary
+		exit 1
+	fi
+fi
+echo "1..15"
+
+# Setup: the fixture, unless a live endpoint or a captured scrape was given;
+# for a captured scrape, the relay that serves it.
+if [ -n "$captured" ]; then
+	echo "# captured scrape $captured, statistics $stats"
+	python3 - "$captured" >"$scratch/relay.log" 2>&1 <<'EOF' &
+# The captured body, verbatim, at /metrics as the daemon serves it; 404
+# otherwise.
+import http.server
+import sys
+
+BODY = open(sys.argv[1], "rb").read()
+
+
+class Relay(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/metrics":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(BODY)))
+            self.end_headers()
+            self.wfile.write(BODY)
+        else:
+            self.send_error(404)
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Relay)
+print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
+server.serve_forever()
+EOF
+	pids+=($!)
+	for _ in $(seq 50); do
+		grep -q '^listening on' "$scratch/relay.log" && break
+		sleep 0.1
+	done
+	endpoint=$(sed -n 's/^listening on //p' "$scratch/relay.log")
+	[ -n "$endpoint" ] || sed 's/^/# relay: /' "$scratch/relay.log"
+	echo "# relay on ${endpoint:-nothing}"
+elif [ -z "$endpoint" ]; then
 	stats=$scratch/stats.json
 	build_log=$scratch/build.log
+	# The build of make check's cargo-test phase (`cargo test --workspace`
+	# builds the examples too, in userspace/target/debug), so nothing is
+	# compiled again there; `cargo build --example` would unify features
+	# differently and rebuild. The example's path from cargo's messages.
 	(cd "$KFDP_ROOT/userspace" &&
-		flock /tmp/kfdp-cargo.lock cargo build --quiet -p kfd-preemptd --example metrics_fixture) \
-		>"$build_log" 2>&1
+		flock /tmp/kfdp-cargo.lock cargo test --workspace --no-run --quiet \
+			--message-format=json-render-diagnostics) >"$scratch/build.json" 2>"$build_log"
 	rc=$?
-	fixture=$KFDP_ROOT/userspace/target/debug/examples/metrics_fixture
+	fixture=$(python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line) if line.startswith("{") else {}
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and t.get("name") == "metrics_fixture" \
+            and "example" in t.get("kind", []):
+        print(m["executable"])
+' "$scratch/build.json")
+	[ "$rc" != 0 ] || [ -x "$fixture" ] || { echo "no metrics_fixture in cargo's output" >>"$build_log"; rc=1; }
 	if [ "$rc" = 0 ]; then
 		endpoint=127.0.0.1:$(free_port)
 		"$fixture" --listen "$endpoint" --stats-out "$stats" >"$scratch/fixture.log" 2>&1 &
@@ -101,8 +181,8 @@ if [ -z "$endpoint" ]; then
 		sed 's/^/# /' "$build_log" | tail -n 30
 	fi
 	if [ "$rc" != 0 ]; then
-		nok "endpoint_serves_metrics # the fixture did not start"
-		for t in other_paths_are_404 promtool_check_metrics exposition_format \
+		nok "scrape_of_the_statistics_snapshot # the fixture did not start"
+		for t in endpoint_serves_metrics other_paths_are_404 promtool_check_metrics exposition_format \
 			text_process_as_in_json text_decisions_as_in_json \
 			text_histograms_as_in_json text_tenants_as_in_json prometheus_ready \
 			prometheus_scrapes_endpoint prometheus_process_as_in_json \
@@ -127,50 +207,75 @@ scrape() {
 # One scrape and the statistics file of the same snapshot: the file is
 # copied, the endpoint scraped, until both carry the same written_at_unix_ms
 # (the fixture's always do; a live daemon renews both every second).
+# A captured scrape is taken as it is: of the same snapshot or not.
 snap=$scratch/snap.json metrics=$scratch/metrics.txt
 same=1
-for _ in $(seq 20); do
-	cp "$stats" "$snap" 2>/dev/null && scrape "$metrics" &&
-		python3 "$check_py" snapshot "$snap" "$metrics" && { same=0; break; }
-	sleep 0.25
-done
+if [ -n "$captured" ]; then
+	cp "$stats" "$snap" && cp "$captured" "$metrics" &&
+		python3 "$check_py" snapshot "$snap" "$metrics" && same=0
+else
+	for _ in $(seq 20); do
+		cp "$stats" "$snap" 2>/dev/null && scrape "$metrics" &&
+			python3 "$check_py" snapshot "$snap" "$metrics" && { same=0; break; }
+		sleep 0.25
+	done
+fi
 
-# 1. GET /metrics: 200, the text format's content type, a body.
-status=$(head -n1 "$metrics.head" 2>/dev/null | tr -d '\r')
-ctype=$(sed -n 's/^[Cc]ontent-[Tt]ype: *//p' "$metrics.head" 2>/dev/null | tr -d '\r')
-echo "# $status; Content-Type: $ctype; $(wc -l <"$metrics" 2>/dev/null) lines"
-[ "$same" = 0 ] || echo "# no scrape of the statistics' snapshot in 20 tries"
-[ "$same" = 0 ] && [[ $status == HTTP/1.?" 200 "* ]] &&
-	[ "$ctype" = "text/plain; version=0.0.4; charset=utf-8" ] && [ -s "$metrics" ]
-check $? "endpoint_serves_metrics"
+# 1. The scrape and the statistics are of one snapshot.
+echo "# $(wc -l <"$metrics" 2>/dev/null) lines; stats_written_timestamp_seconds" \
+	"$(sed -n 's/^kfd_preemptd_stats_written_timestamp_seconds //p' "$metrics" 2>/dev/null)," \
+	"written_at_unix_ms $(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["written_at_unix_ms"])' "$snap" 2>/dev/null)"
+if [ "$same" != 0 ]; then
+	if [ -n "$captured" ]; then
+		echo "# the captured scrape is not of the statistics' snapshot"
+	else
+		echo "# no scrape of the statistics' snapshot in 20 tries"
+	fi
+fi
+check $same "scrape_of_the_statistics_snapshot"
 
-# 2. Anything else: 404.
-rc=0
-for path in / /metricsx /metrics/ /favicon.ico; do
-	scrape "$scratch/other" "$path" 2>/dev/null
-	s=$(head -n1 "$scratch/other.head" 2>/dev/null | tr -d '\r')
-	[[ $s == HTTP/1.?" 404 "* ]] || { echo "# GET $path: $s"; rc=1; }
-done
-check $rc "other_paths_are_404"
+# 2. GET /metrics: 200, the text format's content type, a body.
+# 3. Anything else: 404.
+# A captured scrape has no HTTP answer here: in the VM, kfdp-scenario scrape
+# took only a 200; the same server's headers and 404s are the fixture's.
+if [ -n "$captured" ]; then
+	skip endpoint_serves_metrics "captured scrape: its 200 was checked in the VM, the content type by the fixture run"
+	skip other_paths_are_404 "captured scrape: the daemon's HTTP answers are checked by the fixture run"
+else
+	status=$(head -n1 "$metrics.head" 2>/dev/null | tr -d '\r')
+	ctype=$(sed -n 's/^[Cc]ontent-[Tt]ype: *//p' "$metrics.head" 2>/dev/null | tr -d '\r')
+	echo "# $status; Content-Type: $ctype"
+	[[ $status == HTTP/1.?" 200 "* ]] &&
+		[ "$ctype" = "text/plain; version=0.0.4; charset=utf-8" ] && [ -s "$metrics" ]
+	check $? "endpoint_serves_metrics"
 
-# 3. promtool's linter: no problem at all.
+	rc=0
+	for path in / /metricsx /metrics/ /favicon.ico; do
+		scrape "$scratch/other" "$path" 2>/dev/null
+		s=$(head -n1 "$scratch/other.head" 2>/dev/null | tr -d '\r')
+		[[ $s == HTTP/1.?" 404 "* ]] || { echo "# GET $path: $s"; rc=1; }
+	done
+	check $rc "other_paths_are_404"
+fi
+
+# 4. promtool's linter: no problem at all.
 promtool check metrics <"$metrics" >"$scratch/promtool.out" 2>&1
 rc=$?
 sed 's/^/# promtool: /' "$scratch/promtool.out"
 [ "$rc" = 0 ] && [ ! -s "$scratch/promtool.out" ]
 check $? "promtool_check_metrics"
 
-# 4. HELP and TYPE once per family, unique series, cumulative histograms.
+# 5. HELP and TYPE once per family, unique series, cumulative histograms.
 python3 "$check_py" format "$metrics"
 check $? "exposition_format"
 
-# 5-8. Every series as the statistics say.
+# 6-9. Every series as the statistics say.
 for g in process decisions histograms tenants; do
 	python3 "$check_py" text "$g" "$snap" "$metrics" "$version"
 	check $? "text_${g}_as_in_json"
 done
 
-# 9-14. A real Prometheus scrapes it.
+# 10-15. A real Prometheus scrapes it (a captured scrape: the relay).
 prom_cases="prometheus_scrapes_endpoint prometheus_process_as_in_json
 	prometheus_decisions_as_in_json prometheus_histograms_as_in_json
 	prometheus_tenants_as_in_json"
