@@ -18,7 +18,7 @@ packages=(
 	debhelper dh-dkms lintian help2man fakeroot # make debs: the Debian packages and their checks
 	mmdebstrap e2fsprogs # the Debian 13 system of tests/debian/run.sh and its disk image
 	rsync # the kernel's selftests Makefile installs the kselftests with it
-	prometheus # promtool and a scratch prometheus for tests/metrics/metrics_test.sh
+	prometheus curl # promtool and a scratch prometheus for tests/metrics/metrics_test.sh
 )
 
 missing=()
@@ -33,6 +33,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# The package enables a Prometheus server on :9090; the tests start
+	# their own scratch one on the loopback, so this one stays off.
+	if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi
 fi
 
 [ -x "$KFDP_RUSTC" ] || kfdp_die "$KFDP_RUSTC missing after install (rustc-web)"

@@ -39,6 +39,23 @@ await() {
 	done
 }
 
+# One scrape of the daemon's metrics and its statistics from the same
+# snapshot (a write comes every second: retried until the two match), for
+# tests/metrics/metrics_test.sh --scrape on the host (no TCP in the VM).
+# Taken halfway through the daemon's run, while every tenant is attached.
+capture_metrics() {
+	i=0
+	while [ $i -lt 10 ]; do
+		kfdp-scenario scrape --unix $W/metrics.sock --out metrics.txt &&
+			cp preemptd.json metrics-stats.json &&
+			[ "$(awk '/^kfd_preemptd_stats_written_timestamp_seconds/ { printf "%.0f", $2 * 1000 }' metrics.txt)" = \
+				"$(sed -n 's/.*"written_at_unix_ms": *\([0-9]*\).*/\1/p' metrics-stats.json)" ] && return 0
+		i=$((i + 1))
+		sleep 0.3
+	done
+	echo "# no scrape matched the statistics of its moment"
+}
+
 # Starts the tenants of one mode, lets them measure the same window, waits.
 run() { # mode lc? be?
 	mode=$1 want_lc=$2 want_be=$3
@@ -95,6 +112,10 @@ run() { # mode lc? be?
 	echo "# mode $mode: measuring for ${D}s"
 	start=$(cut -d" " -f1 /proc/uptime)
 	touch go
+	if [ -n "$DAEMON_PID" ]; then
+		sleep $((D / 2))
+		capture_metrics
+	fi
 	for p in $pids; do
 		wait "$p" || return 1
 	done
@@ -146,17 +167,6 @@ kfd-preemptd --config preemptd.toml 2>preemptd.log &
 DAEMON_PID=$!
 run daemon 1 1 || { sed "s/^/# /" preemptd.log | tail -80; cat preemptd.json | sed "s/^/# /"; exit 1; }
 cp preemptd.json preemptd_run.json
-# One scrape of the daemon's metrics and its statistics from the same
-# snapshot (a write comes every second: retried until the two match), for
-# tests/metrics/metrics_test.sh --scrape on the host (no TCP in the VM).
-i=0
-while [ $i -lt 10 ]; do
-	kfdp-scenario scrape --unix $W/metrics.sock --out metrics.txt && cp preemptd.json metrics-stats.json &&
-		[ "$(awk '/^kfd_preemptd_stats_written_timestamp_seconds/ { printf "%.0f", $2 * 1000 }' metrics.txt)" = \
-			"$(sed -n 's/.*"written_at_unix_ms": *\([0-9]*\).*/\1/p' metrics-stats.json)" ] && break
-	i=$((i + 1))
-	sleep 0.3
-done
 echo "=== kfdp-scenario metrics begin ==="
 cat metrics.txt
 echo "=== kfdp-scenario metrics end ==="
