@@ -91,7 +91,8 @@ count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
 suite metrics tests/metrics/metrics_test.sh
 
 # The two VM runs of one kernel, each case counted once. First with the
-# simulated nodes (node 0 HWS, node 1 MES): the sim_* kselftests prove the
+# 16 simulated nodes (node 1 MES, the others HWS; sim_nodes_test reaches
+# the highest, as on a host of partitions): the sim_* kselftests prove the
 # uapi's semantics end to end (Documentation/simulated-node.rst), after the
 # glue ran against amdkfd's own queue manager behind an emulated HWS
 # (tests/amdkfd-emu). Then with pid_attach=1 and no simulated node: the
@@ -113,7 +114,7 @@ vm_runs() {
 	common=("$@")
 	rm -f "$dir/cases.tsv" "$dir-pid-attach/cases.tsv"
 	out=$(kfdp_phase "$name" tests/vm/run "${common[@]}" "${emu[@]}" \
-		sim_nodes=2 sim_mes_nodes=2 --out "$dir" 2>&1)
+		sim_nodes=16 sim_mes_nodes=2 --out "$dir" 2>&1)
 	echo "$out"
 	out=$(kfdp_phase "$name-pid-attach" tests/vm/run "${common[@]}" pid_attach=1 --no-kunit \
 		--kselftests "info_test info_test_32 rights_test uapi_test" --out "$dir-pid-attach" 2>&1)

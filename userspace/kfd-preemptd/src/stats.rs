@@ -31,7 +31,8 @@ pub struct TenantStats {
     pub priority: String,
     /// Its rank among the levels: 0 is the lowest.
     pub rank: usize,
-    /// Its compute queues on every node.
+    /// Its compute queues on every node; for a level above the lowest,
+    /// those watched (as version 1 counted a latency-critical tenant's).
     pub queues: usize,
     /// How many of them are held off the GPU now.
     pub held_queues: usize,
@@ -275,8 +276,9 @@ pub struct Stats {
     pub mode: Mode,
     /// Whether any queues are held off the GPU.
     pub be_held: bool,
-    /// The least run time of held levels in their current minimum-share
-    /// window, ms (the window's length when no decision exists).
+    /// The least run time of held queues in their current minimum-share
+    /// window, ms, over the decisions that hold queues (the window's
+    /// length when none does).
     pub be_run_in_period_ms: f64,
     /// The counters, summed over the decisions.
     pub counters: CounterStats,
@@ -350,7 +352,9 @@ impl Stats {
             latency.merge(p.latency());
             phases.merge(d.phases);
             mode = mode.max(p.mode());
-            be_run = be_run.min(p.be_run_in_period(now));
+            if p.is_held() {
+                be_run = be_run.min(p.be_run_in_period(now));
+            }
             out.push(DecisionStats {
                 gpu_id: d.gpu_id,
                 level: d.level.to_string(),

@@ -292,7 +292,9 @@ impl<B: Backend> Daemon<'_, B> {
             .iter()
             .map(|(k, ..)| decision_name(self.cfg, *k))
             .collect();
-        let reason = preempted.first().map_or("", |p| p.1.as_str());
+        let mut reasons: Vec<&str> = preempted.iter().map(|p| p.1.as_str()).collect();
+        reasons.dedup();
+        let reason = reasons.join(",");
         let mut fields = vec![
             ("reason", json!(reason)),
             ("decisions", json!(decisions.join(","))),
@@ -622,6 +624,10 @@ impl<B: Backend> Daemon<'_, B> {
                 Confirmation::Ignore => {}
             }
         }
+        // Removals above may have fed the policies at a later time than
+        // the events were stamped with: a policy's time never goes back.
+        let now = monotonic();
+        let events = events.into_iter().map(|(k, _, e)| (k, now, e)).collect();
         self.feed(events);
         // Logged after the reaction, which a slow journal must not delay
         // (the preempt line comes first, reason=lc-busy).

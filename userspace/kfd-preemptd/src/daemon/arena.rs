@@ -1,13 +1,16 @@
 //! One decision: the work of one priority level on one node against every
 //! lower level's compute queues on that node.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use kfd_preempt::QueueRef;
 
 use super::{backend::Backend, watcher::Watcher};
 use crate::{
-    policy::{Class, Event, Policy, PolicyConfig},
+    policy::{Class, Event, Mode, Policy, PolicyConfig},
     stats::ReactionPhases,
 };
 
@@ -50,8 +53,13 @@ impl<B: Backend> Arena<B> {
     }
 
     /// The events that tell the policy of `want` (each member's class and
-    /// queue count) after `members`: arrivals, changes, departures.
-    pub fn membership_events(&mut self, want: BTreeMap<i32, (Class, usize)>) -> Vec<Event> {
+    /// queue count) after `members`: arrivals, changes, departures; and of
+    /// the members in `renamed`, whose queues changed with their count.
+    pub fn membership_events(
+        &mut self,
+        want: BTreeMap<i32, (Class, usize)>,
+        renamed: &BTreeSet<i32>,
+    ) -> Vec<Event> {
         let mut events = Vec::new();
         for (pid, (class, _)) in &self.members {
             if want.get(pid).is_none_or(|(c, _)| c != class) {
@@ -61,7 +69,7 @@ impl<B: Backend> Arena<B> {
         for (pid, (class, queues)) in &want {
             match self.members.get(pid) {
                 Some((c, n)) if c == class => {
-                    if n != queues {
+                    if n != queues || renamed.contains(pid) {
                         events.push(Event::TenantQueues {
                             pid: *pid,
                             queues: *queues,
@@ -82,6 +90,12 @@ impl<B: Backend> Arena<B> {
         }
         self.members = want;
         events
+    }
+
+    /// Whether its policy has anything to do at a deadline: its level is
+    /// on the node, or it still holds queues.
+    pub fn is_active(&self) -> bool {
+        self.policy.mode() != Mode::NoLc || self.policy.is_held()
     }
 
     /// Queues watched.

@@ -219,10 +219,13 @@ impl<'c, B: Backend> Daemon<'c, B> {
         self.arenas.keys().copied()
     }
 
-    /// The earliest deadline of any decision.
+    /// The earliest deadline of any active decision. A decision whose
+    /// level left its node and that holds nothing has none: its window
+    /// catches up at its next event.
     fn next_deadline(&self, now: Duration) -> Duration {
         self.arenas
             .values()
+            .filter(|a| a.is_active())
             .map(|a| a.policy.next_deadline(now))
             .min()
             .unwrap_or(now + self.pcfg.min_share_period)
@@ -307,7 +310,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
         let due: Vec<(ArenaKey, Duration, Event)> = self
             .arenas
             .iter()
-            .filter(|(_, a)| a.policy.next_deadline(now) <= now)
+            .filter(|(_, a)| a.is_active() && a.policy.next_deadline(now) <= now)
             .map(|(k, _)| (*k, now, Event::Tick))
             .collect();
         if !due.is_empty() {

@@ -26,6 +26,19 @@ impl<B: Backend> Daemon<'_, B> {
             .iter()
             .map(|(pid, t)| {
                 let held_queues = t.queues.iter().filter(|q| held.contains(q)).count();
+                // As in version 1: a watched level's tenant counts its
+                // watched queues, the lowest level's its compute queues.
+                let queues = if t.rank == 0 {
+                    t.queues.len()
+                } else {
+                    self.arenas
+                        .iter()
+                        .filter(|((_, rank), _)| *rank == t.rank)
+                        .filter_map(|(_, a)| a.watcher.as_ref())
+                        .filter_map(|w| w.watched.get(pid))
+                        .map(Vec::len)
+                        .sum()
+                };
                 let mut nodes: Vec<u32> = t.queues.iter().map(|q| q.gpu_id).collect();
                 nodes.sort_unstable();
                 nodes.dedup();
@@ -41,7 +54,7 @@ impl<B: Backend> Daemon<'_, B> {
                         .cloned()
                         .unwrap_or_default(),
                     rank: t.rank,
-                    queues: t.queues.len(),
+                    queues,
                     held_queues,
                     held: held_queues > 0,
                     nodes,

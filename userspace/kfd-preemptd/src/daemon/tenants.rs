@@ -1,7 +1,7 @@
 //! Tenants and their queues: discovery's results attached, their queues
 //! re-queried at each scan, and every decision brought in line with them.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use kfd_preempt::QueueRef;
 use serde_json::json;
@@ -233,7 +233,7 @@ impl<B: Backend> Daemon<'_, B> {
                     .filter(|(_, a)| a.watcher.is_some() || !a.members.is_empty())
                     .map(|(k, _)| *k),
             )
-            .collect::<HashSet<_>>()
+            .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
         let now = monotonic();
@@ -289,8 +289,22 @@ impl<B: Backend> Daemon<'_, B> {
                     members.entry(*pid).or_insert((Class::BestEffort, 0)).1 += 1;
                 }
             }
+            // A lower tenant with a queue the decision did not name before
+            // (a queue replaced by another, the count unchanged) is news
+            // to the policy too: while held, the new queue must be taken.
+            let before: HashSet<QueueRef> = arena.lower.iter().copied().collect();
+            let renamed: BTreeSet<i32> = lower
+                .iter()
+                .filter(|q| !before.contains(q))
+                .filter_map(|q| {
+                    on_node
+                        .get(&gpu_id)
+                        .and_then(|v| v.iter().find(|(_, _, x)| x == q))
+                        .map(|(pid, _, _)| *pid)
+                })
+                .collect();
             arena.lower = lower;
-            for e in arena.membership_events(members) {
+            for e in arena.membership_events(members, &renamed) {
                 events.push((key, now, e));
             }
             self.log_watch_changes(key, changes);

@@ -1094,3 +1094,34 @@ fn a_reaction_costs_the_same_on_a_host_of_64_nodes_and_hundreds_of_tenants() {
     assert_eq!(small_preempted, 2);
     assert_eq!(large_preempted, 2 + 5);
 }
+
+#[test]
+fn a_be_queue_replaced_while_held_is_preempted_at_the_next_scan() {
+    let (p, fake, cfg) = world("replaced");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    fake.calls();
+    // Queue 1 destroyed, queue 5 created: the count is unchanged.
+    {
+        let mut s = fake.s.borrow_mut();
+        let qs = s.queues.get_mut(&BE).unwrap();
+        qs.retain(|(_, id, _)| *id != 1);
+        qs.push((A, 5, QueueType::ComputeAql));
+    }
+    d.scan();
+    assert_eq!(
+        fake.main_calls(),
+        vec![Call::Preempt(vec![mq(BE, A, 0), mq(BE, A, 5)], LEASE)]
+    );
+}
+
+#[test]
+fn a_transient_watcher_attach_failure_is_retried_a_refusal_is_not() {
+    assert!(!super::watcher::lasting(&kfd_preempt::Error::TargetExited));
+    assert!(super::watcher::lasting(&kfd_preempt::Error::PtraceDenied {
+        pid: 1,
+        errno: Errno::PERM
+    }));
+}

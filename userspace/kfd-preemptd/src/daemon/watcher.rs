@@ -89,6 +89,22 @@ pub(super) fn key_of(q: &QueueRef) -> QueueKey {
     (q.gpu_id, q.queue_id)
 }
 
+/// Whether an attach failed for a reason that will not pass (permission,
+/// a target kind the module does not support), rather than a race with
+/// the target's exit or a transient failure (`EINTR`, `EAGAIN`,
+/// `ENOMEM`).
+pub(super) fn lasting(e: &kfd_preempt::Error) -> bool {
+    match e {
+        kfd_preempt::Error::NoSuchProcess { .. }
+        | kfd_preempt::Error::TargetExited
+        | kfd_preempt::Error::NotAKfdProcess { .. } => false,
+        kfd_preempt::Error::Os { errno, .. } => {
+            ![Errno::INTR, Errno::AGAIN, Errno::NOMEM].contains(errno)
+        }
+        _ => true,
+    }
+}
+
 /// What changed when a watcher was brought in line with the queues it
 /// should watch.
 #[derive(Debug, Default)]
@@ -205,7 +221,12 @@ impl<B: Backend> Watcher<B> {
                         h
                     }
                     Err(e) => {
-                        self.refused.insert(pid);
+                        // A lasting refusal is not asked again while the
+                        // tenant stays; a race with its exit or a
+                        // transient failure is, at the next scan.
+                        if lasting(&e) {
+                            self.refused.insert(pid);
+                        }
                         changes.attach_failed.push((pid, e));
                         continue;
                     }
