@@ -282,27 +282,21 @@ impl<B: Backend> Daemon<'_, B> {
                     }
                 }
             }
+            // A lower tenant with a queue the decision did not name before
+            // (a queue replaced by another, the count unchanged) is news
+            // to the policy too: while held, the new queue must be taken.
+            let before: HashSet<QueueRef> = arena.lower.iter().copied().collect();
+            let mut renamed: BTreeSet<i32> = BTreeSet::new();
             let mut lower = Vec::new();
             for (pid, r, q) in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
                 if *r < rank {
                     lower.push(*q);
                     members.entry(*pid).or_insert((Class::BestEffort, 0)).1 += 1;
+                    if !before.contains(q) {
+                        renamed.insert(*pid);
+                    }
                 }
             }
-            // A lower tenant with a queue the decision did not name before
-            // (a queue replaced by another, the count unchanged) is news
-            // to the policy too: while held, the new queue must be taken.
-            let before: HashSet<QueueRef> = arena.lower.iter().copied().collect();
-            let renamed: BTreeSet<i32> = lower
-                .iter()
-                .filter(|q| !before.contains(q))
-                .filter_map(|q| {
-                    on_node
-                        .get(&gpu_id)
-                        .and_then(|v| v.iter().find(|(_, _, x)| x == q))
-                        .map(|(pid, _, _)| *pid)
-                })
-                .collect();
             arena.lower = lower;
             for e in arena.membership_events(members, &renamed) {
                 events.push((key, now, e));
