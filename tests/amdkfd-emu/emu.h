@@ -71,12 +71,14 @@ struct emu_hws {
 	/* MES nodes (emu_mes.c): one call per queue. */
 	unsigned int mes_adds;
 	unsigned int mes_removes;
+	unsigned int mes_add_failures;	/* adds refused by the fault below */
 	/* Protocol violations: each must stay 0. */
 	unsigned int errors;
 
 	/* Faults, each consumed by the next packet it applies to. */
 	bool drop_next_fence;		/* QUERY_STATUS writes no fence */
 	u32 fail_next_unmap_doorbell;	/* report it in queue_doorbell_id0 */
+	u32 fail_next_add_doorbell;	/* MES refuses that queue's next add */
 	u64 hung_queue_address;		/* what hqd_get_pq_addr() returns */
 	u32 hung_pipe, hung_queue;
 	bool hqd_reset_fails;
@@ -132,6 +134,7 @@ unsigned int emu_count_active(struct emu_node *en);
 
 /* emu_debugger.c, compiled within amdkfd's kfd_device_queue_manager.c */
 int emu_debugger_suspend(struct kfd_process_device *pdd, struct queue *q);
+void emu_queue_set_reset(struct kfd_process_device *pdd, struct queue *q);
 
 /* emu_hws.c */
 void emu_hws_load_hiq(struct emu_node *en, struct v9_mqd *mqd);

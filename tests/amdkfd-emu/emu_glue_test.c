@@ -802,6 +802,196 @@ static void hws_failed_thaw_consumes_freeze(struct kunit *test)
 }
 
 /*
+ * The glue's call into amdkfd's restore, watched through dqm->ops (which
+ * kfdp_freeze() calls): how often it is called and, with
+ * @evict_after_failure, amdkfd's own eviction taken as soon as a failed
+ * restore has dropped dqm_lock, before the glue's next step. That is where
+ * a retry would land, and where amdkfd's eviction can arrive: the GPU reset
+ * kfd_hws_hang() asks for (its pre-reset suspends every process, its
+ * post-reset restores none) or a TTM eviction, from another thread.
+ */
+struct restore_spy {
+	int (*restore)(struct device_queue_manager *dqm, struct qcm_process_device *qpd);
+	struct device_queue_manager *dqm;
+	bool evict_after_failure;
+	unsigned int calls;
+	int evict_r;
+};
+
+static struct restore_spy spy;
+
+static int spy_restore(struct device_queue_manager *dqm, struct qcm_process_device *qpd)
+{
+	int r = spy.restore(dqm, qpd);
+
+	spy.calls++;
+	if (r && spy.evict_after_failure)
+		spy.evict_r = dqm->ops.evict_process_queues(dqm, qpd);
+	return r;
+}
+
+static void spy_release(void *unused)
+{
+	spy.dqm->ops.restore_process_queues = spy.restore;
+}
+
+static void spy_on_restore(struct kunit *test, struct emu_node *en, bool evict_after_failure)
+{
+	struct device_queue_manager *dqm = en->node.dqm;
+
+	spy = (struct restore_spy){
+		.restore = dqm->ops.restore_process_queues,
+		.dqm = dqm,
+		.evict_after_failure = evict_after_failure,
+	};
+	dqm->ops.restore_process_queues = spy_restore;
+	KUNIT_ASSERT_EQ(test, 0, kunit_add_action_or_reset(test, spy_release, NULL));
+}
+
+/*
+ * B2 on MES: MES refuses the add of the middle of three queues during THAW.
+ * restore_process_queues_cpsch() has added the queues before it, leaves the
+ * ones after it evicted, keeps qpd->evicted at 1 (only a failed runlist
+ * zeroes it) and asks for a GPU reset. One restore consumed the one freeze:
+ * the glue reports the error and calls amdkfd no more. A retry would add
+ * the first queue to MES twice and zero the count; with @reset_evicts, the
+ * reset's eviction is in the count by then and a retry would consume it.
+ */
+static void mes_failed_thaw(struct kunit *test, bool reset_evicts)
+{
+	struct emu_node *en = mes_node(test, GPU_A);
+	struct emu_proc *a = proc(test, en, 1, 3), *b = proc(test, en, 2, 1);
+	struct device_queue_manager *dqm = en->node.dqm;
+	struct qcm_process_device *qpd = &a->pdd->qpd;
+	struct queue *first, *failed = a->q[1], *last;
+	unsigned int adds;
+	bool applied;
+	u64 ns;
+	int r;
+
+	/* amdkfd keeps a process's queues newest first; restore walks them so. */
+	first = list_first_entry(&qpd->queues_list, struct queue, list);
+	last = list_last_entry(&qpd->queues_list, struct queue, list);
+	KUNIT_ASSERT_TRUE(test, first != failed && last != failed);
+	KUNIT_ASSERT_NE(test, 0, failed->properties.doorbell_off);
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&a->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 1, qpd->evicted);
+	KUNIT_EXPECT_EQ(test, 1, en->hws.n_mapped);	/* b's queue */
+	expect_consistent(test, en, true);
+
+	spy_on_restore(test, en, reset_evicts);
+	en->hws.fail_next_add_doorbell = failed->properties.doorbell_off;
+	adds = en->hws.mes_adds;
+	r = kfdp_freeze(&a->t, GPU_A, true, &ns, &applied);
+	KUNIT_EXPECT_EQ(test, -ETIMEDOUT, r);
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 1, spy.calls);
+	KUNIT_EXPECT_EQ(test, 0, spy.evict_r);
+	/* The first queue, then the refused one; no add twice, none after. */
+	KUNIT_EXPECT_EQ(test, adds + 2, en->hws.mes_adds);
+	KUNIT_EXPECT_EQ(test, 1, en->hws.mes_add_failures);
+	KUNIT_EXPECT_EQ(test, 0, en->hws.errors);
+	KUNIT_EXPECT_EQ(test, 1, en->gpu_resets);	/* kfd_hws_hang() */
+	/* The count the refused add left, and the reset's eviction if it came. */
+	KUNIT_EXPECT_EQ(test, reset_evicts ? 2 : 1, qpd->evicted);
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, first));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, failed));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, last));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, b->q[0]));
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);
+	/*
+	 * amdkfd's own state after the refusal: the refused queue counted
+	 * active though MES does not run it (restore counts before it adds),
+	 * the counters equal to the active queues.
+	 */
+	KUNIT_EXPECT_TRUE(test, failed->properties.is_active);
+	KUNIT_EXPECT_FALSE(test, last->properties.is_active);
+	KUNIT_EXPECT_EQ(test, emu_count_active(en), dqm->active_queue_count);
+	KUNIT_EXPECT_EQ(test, emu_count_active(en), dqm->active_cp_queue_count);
+
+	if (!reset_evicts) {
+		/*
+		 * The count stays up for good, as the glue's warning says:
+		 * amdkfd's own eviction and restore (TTM) nest inside it and
+		 * re-add nothing.
+		 */
+		adds = en->hws.mes_adds;
+		KUNIT_EXPECT_EQ(test, 0, dqm->ops.evict_process_queues(dqm, qpd));
+		KUNIT_EXPECT_EQ(test, 0, dqm->ops.restore_process_queues(dqm, qpd));
+		KUNIT_EXPECT_EQ(test, 1, qpd->evicted);
+		KUNIT_EXPECT_EQ(test, adds, en->hws.mes_adds);
+		KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, last));
+	}
+
+	/*
+	 * amdkfd gives the queue MES lost up as reset; then the counters
+	 * match MES again, and the teardown removes only what MES runs.
+	 */
+	emu_queue_set_reset(a->pdd, failed);
+	expect_consistent(test, en, true);
+}
+
+static void mes_failed_thaw_add_not_retried(struct kunit *test)
+{
+	mes_failed_thaw(test, false);
+}
+
+static void mes_failed_thaw_add_keeps_reset_eviction(struct kunit *test)
+{
+	mes_failed_thaw(test, true);
+}
+
+/*
+ * B2 on HWS, with amdkfd's own eviction arriving as soon as the failed
+ * restore drops dqm_lock. THAW's runlist cannot be sent (its IB is not
+ * allocated: amdkfd never waits for a RUN_LIST's outcome, so a map fails in
+ * restore_process_queues_cpsch() only in pm_send_runlist()), and the
+ * restore has already zeroed qpd->evicted. The count then holds amdkfd's
+ * eviction only: a retry would consume it and map the queues amdkfd keeps
+ * off.
+ */
+static void hws_failed_thaw_map_keeps_amdkfd_eviction(struct kunit *test)
+{
+	struct emu_node *en = node(test, GPU_A);
+	struct emu_proc *a = proc(test, en, 1, 2), *b = proc(test, en, 2, 2);
+	struct device_queue_manager *dqm = en->node.dqm;
+	struct qcm_process_device *qpd = &a->pdd->qpd;
+	struct emu_snap s;
+	bool applied;
+	u64 ns;
+	int r;
+
+	KUNIT_EXPECT_EQ(test, 0, kfdp_freeze(&a->t, GPU_A, false, &ns, &applied));
+	KUNIT_EXPECT_EQ(test, 1, qpd->evicted);
+	KUNIT_EXPECT_EQ(test, 2, en->hws.n_mapped);	/* b's queues */
+	expect_consistent(test, en, true);
+
+	spy_on_restore(test, en, true);
+	s = snap(en);
+	emu_mem_fail_next(1);	/* the runlist IB */
+	r = kfdp_freeze(&a->t, GPU_A, true, &ns, &applied);
+	KUNIT_EXPECT_LT(test, r, 0);
+	KUNIT_EXPECT_TRUE(test, applied);
+	KUNIT_EXPECT_EQ(test, 1, spy.calls);
+	KUNIT_EXPECT_EQ(test, 0, spy.evict_r);
+	KUNIT_EXPECT_EQ(test, 1, qpd->evicted);	/* amdkfd's, not consumed */
+	/* The failed restore sent no runlist; amdkfd's eviction sent b's. */
+	KUNIT_EXPECT_EQ(test, s.runlists + 1, en->hws.runlists);
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, a->q[0]));
+	KUNIT_EXPECT_FALSE(test, emu_hws_is_mapped(en, a->q[1]));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, b->q[0]));
+	KUNIT_EXPECT_TRUE(test, emu_hws_is_mapped(en, b->q[1]));
+	expect_consistent(test, en, true);
+
+	/* amdkfd's restore ends its eviction: everything runs again. */
+	KUNIT_EXPECT_EQ(test, 0, dqm->ops.restore_process_queues(dqm, qpd));
+	KUNIT_EXPECT_EQ(test, 0, qpd->evicted);
+	KUNIT_EXPECT_EQ(test, 4, en->hws.n_mapped);
+	expect_consistent(test, en, true);
+}
+
+/*
  * The debugger's resume of every suspended queue (amdkfd's own
  * resume_queues(), as kfd_dbg_trap_disable calls it) resumes ours too:
  * the runlist maps it, and our RESUME says EXTERNAL and drops the mark.
@@ -1256,6 +1446,9 @@ static struct kunit_case kfdp_amdkfd_faults_cases[] = {
 	KUNIT_CASE(hws_queue_reset_alone),
 	KUNIT_CASE(hws_queue_reset_skips_unusable),
 	KUNIT_CASE(hws_failed_thaw_consumes_freeze),
+	KUNIT_CASE(hws_failed_thaw_map_keeps_amdkfd_eviction),
+	KUNIT_CASE(mes_failed_thaw_add_not_retried),
+	KUNIT_CASE(mes_failed_thaw_add_keeps_reset_eviction),
 	KUNIT_CASE(hws_deferred_then_preempt_triggers),
 	KUNIT_CASE(hws_rate_limit),
 	{}

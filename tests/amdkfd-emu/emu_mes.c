@@ -3,7 +3,8 @@
  * The emulated MES of a GC 11 node: amdkfd adds and removes each user queue
  * through adev->mes.funcs (add_queue_mes, remove_queue_mes), one call per
  * queue. This keeps what MES firmware would: the queues it schedules, by
- * doorbell, and counts the calls. It runs under amdkfd's MES lock.
+ * doorbell, and counts the calls. It runs under amdkfd's MES lock. It
+ * answers at once; the one fault is an add it refuses (fail_next_add_doorbell).
  */
 
 #include "emu.h"
@@ -24,6 +25,16 @@ static int emu_mes_add_hw_queue(struct amdgpu_mes *mes, struct mes_add_queue_inp
 	for (i = 0; i < h->n_mapped; i++)
 		if (h->mapped[i].doorbell_off == in->doorbell_offset)
 			h->errors++;	/* added twice */
+	/*
+	 * MES did not take the queue: mes_v11_0 reports a missing or failed
+	 * answer as -ETIMEDOUT, and the queue is not scheduled. amdkfd's
+	 * add_queue_mes() then asks for a GPU reset.
+	 */
+	if (h->fail_next_add_doorbell && h->fail_next_add_doorbell == in->doorbell_offset) {
+		h->fail_next_add_doorbell = 0;
+		h->mes_add_failures++;
+		return -ETIMEDOUT;
+	}
 	if (h->n_mapped >= EMU_MAX_MAPPED || !emu_gart_to_cpu(in->mqd_addr, 1)) {
 		h->errors++;
 		return -EINVAL;
