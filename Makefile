@@ -15,6 +15,9 @@
 #                        this one in one run (out/profile/compare.txt)
 #   make scenario        the latency-critical/best-effort scenario with and
 #                        without kfd-preemptd in the VM (out/scenario/)
+#   make fuzz            a kfdp-fuzz campaign in the VM on the KCOV kernel
+#                        (SECONDS=1800 SEED=<time>; corpus kept in
+#                        $KFDP_CACHE/fuzz; results and coverage in out/fuzz/)
 #   make docs            Documentation/ as HTML in out/docs (Sphinx, -W)
 #   make dkms-source     the DKMS source tree, out/dkms/kfd_preempt-<version>
 #   make debs            the Debian packages kfd-preempt-dkms and kfd-preempt,
@@ -34,8 +37,12 @@ $(foreach a,$(shell scripts/kmake-args.sh),$(eval $(a)))
 # The test kernel runs the KUnit suites at insmod; any other kernel gets
 # them only when asked for (KFDP_KUNIT=1), see Kbuild.
 KFDP_KUNIT ?= 1
+# ...and the fuzzer's KCOV coverage of the module (Kbuild; the test
+# kernel has CONFIG_KCOV, scripts/vm-kernel-kcov.config).
+KFDP_KCOV ?= 1
 endif
 KFDP_KUNIT ?= 0
+KFDP_KCOV ?= 0
 
 # The kernel's own compilers, read from its .config by
 # scripts/kernel-toolchain.sh (CC= for a GCC-built kernel, LLVM= for a
@@ -57,9 +64,10 @@ endif
 KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(KFDP_TOOLCHAIN) \
 	$(if $(RUST_LIB_SRC),RUST_LIB_SRC=$(RUST_LIB_SRC)) \
 	$(if $(AMDGPU_SRC),AMDGPU_SRC=$(AMDGPU_SRC)) KFDP_KUNIT=$(KFDP_KUNIT) \
+	KFDP_KCOV=$(KFDP_KCOV) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench profile scenario lint rustfmtcheck checkpatch docs dkms-source debs
+.PHONY: all modules clean check demo bench profile scenario fuzz lint rustfmtcheck checkpatch docs dkms-source debs
 
 all: modules
 
@@ -85,6 +93,9 @@ profile:
 
 scenario:
 	scripts/scenario.sh
+
+fuzz:
+	scripts/fuzz.sh $(if $(SECONDS),--seconds $(SECONDS)) $(if $(SEED),--seed $(SEED))
 
 lint:
 	scripts/lint.sh

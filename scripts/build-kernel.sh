@@ -42,6 +42,12 @@ if [ "$flavour" = bench ]; then
 	absent=(KASAN PROVE_LOCKING LOCKDEP DEBUG_ATOMIC_SLEEP DEBUG_LIST)
 else
 	required+=(KASAN PROVE_LOCKING DEBUG_ATOMIC_SLEEP DEBUG_LIST TRACEPOINTS)
+	# The fuzzer (tests/fuzz) runs on the primary's test kernel only.
+	if [ "$KFDP_KERNEL_SERIES" = "$KFDP_PRIMARY_SERIES" ]; then
+		fragments+=("$KFDP_ROOT/scripts/vm-kernel-kcov.config")
+		required+=(KCOV)
+		absent+=(KCOV_INSTRUMENT_ALL)
+	fi
 fi
 
 key=$( {

@@ -15,7 +15,10 @@ use core::fmt;
 
 use kernel::{
     prelude::*,
-    sync::Arc, //
+    sync::{
+        atomic::Relaxed,
+        Arc, //
+    },
 };
 
 use crate::{
@@ -25,6 +28,10 @@ use crate::{
     engine::registry::{
         HIST_BUCKETS,
         REGISTRY, //
+    },
+    umem::{
+        EVENTFDS_HELD,
+        PINNED_PAGES, //
     },
 };
 
@@ -50,6 +57,8 @@ pub(crate) fn stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "external_resumes {}", s.external_resumes)?;
     writeln!(f, "targets_exited {}", s.targets_exited)?;
     writeln!(f, "max_elapsed_ns {}", s.max_elapsed_ns)?;
+    writeln!(f, "pinned_pages {}", PINNED_PAGES.load(Relaxed))?;
+    writeln!(f, "eventfds_held {}", EVENTFDS_HELD.load(Relaxed))?;
     for (name, hist) in [
         ("preempt", &s.hw_phase_hist[0]),
         ("resume", &s.hw_phase_hist[1]),

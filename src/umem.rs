@@ -6,11 +6,25 @@
 
 use core::ptr::NonNull;
 
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{
+        Atomic,
+        Relaxed, //
+    },
+};
 
 use crate::glue;
 
 pub(crate) use kernel::page::PAGE_SIZE;
+
+/// Pages pinned now, by every owner (debugfs `stats`: `pinned_pages`). Zero
+/// whenever no watch exists; the fuzzer (tests/fuzz) checks that after every
+/// program, so a path that forgets an unpin is found.
+pub(crate) static PINNED_PAGES: Atomic<u64> = Atomic::new(0);
+/// Eventfd references held now (debugfs `stats`: `eventfds_held`), zero
+/// whenever no ARM is in force.
+pub(crate) static EVENTFDS_HELD: Atomic<u64> = Atomic::new(0);
 
 /// One page of a user address space, pinned long term and mapped in the
 /// kernel, read (and, for the simulated node, written) with single 64-bit
@@ -57,15 +71,18 @@ impl UserPage {
             return Err(Error::from_errno(r));
         }
         match (NonNull::new(page), NonNull::new(kaddr.cast::<u8>())) {
-            // INVARIANT: `kfdp_umem_pin` pinned `page`, charged it to
-            // `charged` and returned the kernel address of its start
-            // (`start` is page aligned).
-            (Some(page), Some(base)) => Ok(Self {
-                page,
-                base,
-                write,
-                charged,
-            }),
+            (Some(page), Some(base)) => {
+                PINNED_PAGES.fetch_add(1, Relaxed);
+                // INVARIANT: `kfdp_umem_pin` pinned `page`, charged it to
+                // `charged` and returned the kernel address of its start
+                // (`start` is page aligned).
+                Ok(Self {
+                    page,
+                    base,
+                    write,
+                    charged,
+                })
+            }
             (Some(page), None) => {
                 // SAFETY: Pinned and charged just above; not used again.
                 unsafe { glue::kfdp_umem_unpin(page.as_ptr(), false, charged) };
@@ -107,6 +124,7 @@ impl Drop for UserPage {
         // SAFETY: By the type invariant `page` is pinned and charged to
         // `charged`; neither is used again.
         unsafe { glue::kfdp_umem_unpin(self.page.as_ptr(), self.write, self.charged) };
+        PINNED_PAGES.fetch_sub(1, Relaxed);
     }
 }
 
@@ -171,8 +189,10 @@ impl EventFd {
         if r < 0 {
             return Err(Error::from_errno(r));
         }
+        let ctx = NonNull::new(ctx).ok_or(EBADF)?;
+        EVENTFDS_HELD.fetch_add(1, Relaxed);
         // INVARIANT: `kfdp_eventfd_get` succeeded and took a reference.
-        NonNull::new(ctx).map(|ctx| Self { ctx }).ok_or(EBADF)
+        Ok(Self { ctx })
     }
 
     /// Adds one to the eventfd's counter, waking its pollers. Callable from
@@ -187,5 +207,6 @@ impl Drop for EventFd {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the reference is ours; not used again.
         unsafe { glue::kfdp_eventfd_put(self.ctx.as_ptr()) };
+        EVENTFDS_HELD.fetch_sub(1, Relaxed);
     }
 }
