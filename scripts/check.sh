@@ -149,6 +149,10 @@ suite scenario tests/vm/scenario_check.sh
 # socket in a VM without TCP) against its statistics of the same moment.
 suite metrics-live tests/metrics/metrics_test.sh --scrape out/scenario/metrics.txt --stats out/scenario/metrics-stats.json
 
+# The fuzzer's smoke (tests/fuzz, make fuzz): a fixed seed for 150 s on
+# the KCOV kernel, stopping at the first oracle violation.
+suite fuzz-smoke tests/fuzz/smoke.sh
+
 # The module as DKMS builds it for an operator, loaded in the VM.
 suite dkms tests/dkms/dkms_test.sh
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# make check's fuzzing smoke (KTAP): scripts/fuzz.sh --smoke, a fixed seed
+# from an empty corpus for 150 s, stopping at the first oracle violation,
+# on the test kernel with KCOV, KASAN and lockdep. Each case is one thing
+# the smoke must show.
+set -uo pipefail
+. "$(dirname "$0")/../../scripts/lib.sh"
+
+out=$KFDP_ROOT/out/fuzz-smoke
+rc=0
+mkdir -p "$KFDP_ROOT/out"
+"$KFDP_ROOT/scripts/fuzz.sh" --smoke --out "$out" >"$out.log" 2>&1 || rc=$?
+sum=$out/summary.txt
+val() { awk -v k="$1" '$1 == k { print $2 }' "$sum" 2>/dev/null; }
+
+n=0 pass=0 fail=0
+case_() {
+	n=$((n + 1))
+	if [ "$1" = ok ]; then
+		pass=$((pass + 1))
+		echo "ok $n $2"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n $2"
+		[ -n "${3:-}" ] && sed 's/^/# /' <<<"$3"
+	fi
+}
+
+echo "TAP version 13"
+echo "1..5"
+execs=$(val executions)
+[ "${execs:-0}" -ge 100 ] && r=ok || r=fail
+case_ $r "fuzz-smoke-ran: ${execs:-0} programs executed (at least 100)" "$(tail -n 30 "$out.log")"
+pcs=$(val module_pcs)
+[ "${pcs:-0}" -ge 200 ] && r=ok || r=fail
+case_ $r "fuzz-smoke-kcov: ${pcs:-0} module PCs reached through KCOV (at least 200)"
+v=$(val violations)
+[ "${v:-1}" = 0 ] && r=ok || r=fail
+case_ $r "fuzz-smoke-oracles: ${v:-no summary} oracle violations" "$(cat "$out"/violation-*.txt 2>/dev/null)"
+[ "$rc" = 0 ] && r=ok || r=fail
+case_ $r "fuzz-smoke-vm: the VM run and its kernel log are clean (rc $rc)" "$(tail -n 20 "$out/vm.txt" 2>/dev/null)"
+[ -s "$out/coverage.txt" ] && r=ok || r=fail
+case_ $r "fuzz-smoke-coverage: $(head -n1 "$out/coverage.txt" 2>/dev/null || echo 'no coverage report')"
+echo "# $pass passed, $fail failed"
+echo "$pass passed, $fail failed"

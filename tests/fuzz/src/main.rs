@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! kfdp-fuzz: coverage-guided fuzzing of kfd_preempt's uapi on LibAFL, in
+//! the test VM (Documentation/testing.rst, "Fuzzing").
+//!
+//! ```text
+//! kfdp-fuzz fuzz --out DIR [--corpus DIR] [--seconds N] [--seed S] [--stop-on-violation]
+//! kfdp-fuzz replay FILE.json
+//! ```
+//!
+//! Each execution runs one [`program::Program`] of calls (owners, simulated
+//! tenants and their rings, every ioctl, eventfds, fault knobs, a thread, a
+//! forked child, tenants killed mid-program), closes all it opened, and
+//! checks the [`oracle`]s. Coverage is KCOV's, of the module only.
+
+mod campaign;
+mod exec;
+mod generate;
+mod kcov;
+mod mem;
+mod minimize;
+mod mutate;
+mod oracle;
+mod program;
+
+use std::{path::PathBuf, process::ExitCode};
+
+/// The command line of `fuzz`.
+pub struct Options {
+    pub out: PathBuf,
+    pub corpus: Option<PathBuf>,
+    pub seconds: u64,
+    pub seed: u64,
+    pub stop_on_violation: bool,
+}
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: kfdp-fuzz fuzz --out DIR [--corpus DIR] [--seconds N] [--seed S] [--stop-on-violation]\n\
+         \x20      kfdp-fuzz replay FILE.json"
+    );
+    ExitCode::from(2)
+}
+
+fn parse_fuzz(args: &[String]) -> Option<Options> {
+    let mut o = Options {
+        out: PathBuf::new(),
+        corpus: None,
+        seconds: 60,
+        seed: 1,
+        stop_on_violation: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => o.out = PathBuf::from(it.next()?),
+            "--corpus" => o.corpus = Some(PathBuf::from(it.next()?)),
+            "--seconds" => o.seconds = it.next()?.parse().ok()?,
+            "--seed" => o.seed = it.next()?.parse().ok()?,
+            "--stop-on-violation" => o.stop_on_violation = true,
+            _ => return None,
+        }
+    }
+    (!o.out.as_os_str().is_empty()).then_some(o)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("fuzz") => match parse_fuzz(&args[1..]) {
+            Some(o) => campaign::run(&o),
+            None => usage(),
+        },
+        Some("replay") if args.len() == 2 => minimize::replay(&PathBuf::from(&args[1])),
+        _ => usage(),
+    }
+}
