@@ -28,12 +28,13 @@ echo "=== kfdp-fuzz rc $rc ==="
 section() {
 	echo "=== kfdp-fuzz $1 begin ==="
 	cat "$2" 2>/dev/null
+	echo
 	echo "=== kfdp-fuzz $1 end ==="
 }
 section summary $W/out/summary.txt
 section progress $W/out/progress.log
 section pcs $W/out/pcs.txt
-for f in $W/out/violation-*.txt $W/out/violation-*.json; do
+for f in $W/out/violation-*.txt $W/out/violation-*.json $W/out/violation-*.c $W/out/violation-*.sh; do
 	[ -e "$f" ] && section "file $(basename "$f")" "$f"
 done
 [ -e $W/out/current.json ] && section "file current.json" $W/out/current.json

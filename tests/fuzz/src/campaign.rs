@@ -7,8 +7,8 @@
 //! * `progress.log`: a line every 10 s (executions, per second, corpus,
 //!   edges, module PCs);
 //! * `current.json`: the program running now (what a kernel panic leaves);
-//! * `violation-N.json`, `violation-N.txt`, `violation-N.sh`: each failing
-//!   program as found, minimized, listed and as a replay script;
+//! * `violation-N.json`, `.txt`, `.sh`, `.c`: each failing program,
+//!   minimized, listed, as a replay script and as a C reproducer;
 //! * `pcs.txt`: the module's section addresses and every PC reached, for
 //!   scripts/fuzz-coverage.py;
 //! * `summary.txt`: totals, and per call kind how often it succeeded.
@@ -50,7 +50,7 @@ use crate::{
     generate::any_program,
     kcov::Kcov,
     mem::read_only_page,
-    minimize::{minimize, write_violation},
+    minimize::{minimize, reproducer, write_violation},
     mutate::{
         DeleteCall, DuplicateCall, FlipDirection, InsertCall, InsertInverse, RegenerateCall,
         SpliceCalls, SwapCalls, TweakNumber,
@@ -329,11 +329,13 @@ fn campaign(o: &Options) -> Result<usize, Error> {
     // Minimize and report what failed, outside LibAFL's executor.
     let found = std::mem::take(&mut shared.borrow_mut().found);
     for (i, (p, v)) in found.iter().enumerate() {
-        let small = {
+        let (small, c) = {
             let mut s = shared.borrow_mut();
-            minimize(p, v, read_only, &mut s.oracle)
+            let small = minimize(p, v, read_only, &mut s.oracle);
+            let c = reproducer(&small, read_only, &mut s.oracle);
+            (small, c)
         };
-        write_violation(&o.out, i, p, &small, v);
+        write_violation(&o.out, i, p, &small, v, &c);
     }
 
     let kept = o

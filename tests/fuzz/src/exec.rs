@@ -12,9 +12,12 @@ use std::{
 
 use kfd_preempt::uapi::{self, *};
 
+mod record;
+
 use crate::{
     mem::Buf,
     program::{Call, Entry, Id, Knob, Program, Ptr, Target},
+    repro::Rec,
 };
 
 /// The module's files.
@@ -96,6 +99,8 @@ pub struct Context {
     nested: bool,
     read_only: u64,
     pub outcomes: Outcomes,
+    /// The C of the calls run so far, when writing a reproducer.
+    rec: Option<Rec>,
 }
 
 fn ioctl(fd: RawFd, op: u32, arg: u64) -> bool {
@@ -158,7 +163,20 @@ impl Context {
             nested: false,
             read_only,
             outcomes: [(0, 0); 25],
+            rec: None,
         }
+    }
+
+    /// Runs `p` like [`Context::run`], writing each call as C: the
+    /// reproducer of [`crate::repro`].
+    pub fn run_recorded(mut self, p: &Program) -> String {
+        self.rec = Some(Rec::default());
+        for c in &p.calls {
+            self.call(c);
+        }
+        let rec = self.rec.take().unwrap_or_default();
+        self.finish();
+        rec.finish()
     }
 
     /// A context for a thread: it uses this one's files, and closes only
@@ -190,6 +208,7 @@ impl Context {
             nested: true,
             read_only: self.read_only,
             outcomes: [(0, 0); 25],
+            rec: None,
         }
     }
 
@@ -298,7 +317,16 @@ impl Context {
 
     /// Runs one call.
     pub fn call(&mut self, c: &Call) {
+        let recording = self.rec.take().map(|mut r| {
+            let p = self.record_before(&mut r, c);
+            (r, p)
+        });
+        let before = (self.owners.len(), self.queues.len(), self.handles.len());
         let ok = self.dispatch(c);
+        if let Some((mut r, p)) = recording {
+            self.record_after(&mut r, p, before);
+            self.rec = Some(r);
+        }
         let slot = &mut self.outcomes[crate::generate::kind_of(c) as usize];
         if ok {
             slot.0 += 1;

@@ -6,6 +6,7 @@
 //! ```text
 //! kfdp-fuzz fuzz --out DIR [--corpus DIR] [--seconds N] [--seed S] [--stop-on-violation]
 //! kfdp-fuzz replay FILE.json
+//! kfdp-fuzz c FILE.json      (runs it once and prints it as C)
 //! ```
 //!
 //! Each execution runs one [`program::Program`] of calls (owners, simulated
@@ -22,6 +23,7 @@ mod minimize;
 mod mutate;
 mod oracle;
 mod program;
+mod repro;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -37,7 +39,8 @@ pub struct Options {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: kfdp-fuzz fuzz --out DIR [--corpus DIR] [--seconds N] [--seed S] [--stop-on-violation]\n\
-         \x20      kfdp-fuzz replay FILE.json"
+         \x20      kfdp-fuzz replay FILE.json\n\
+         \x20      kfdp-fuzz c FILE.json"
     );
     ExitCode::from(2)
 }
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
             None => usage(),
         },
         Some("replay") if args.len() == 2 => minimize::replay(&PathBuf::from(&args[1])),
+        Some("c") if args.len() == 2 => minimize::print_c(&PathBuf::from(&args[1])),
         _ => usage(),
     }
 }

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A failing program made small, and written so that a person can read it
-//! and run it again: the program as JSON, a listing of its calls, and a
-//! shell script that replays it (`kfdp-fuzz replay`).
+//! and run it again: the program as JSON, a listing of its calls, a shell
+//! script that replays it (`kfdp-fuzz replay`), and a C reproducer
+//! ([`crate::repro`]).
 
 use std::{fs, path::Path, process::ExitCode};
 
 use crate::{
     campaign::execute,
+    exec::{reset_knobs, Context},
     mem::read_only_page,
     oracle::Oracle,
     program::{Call, Program},
@@ -85,11 +87,29 @@ pub fn listing(p: &Program) -> String {
     s
 }
 
-/// Writes `violation-N.{json,txt,sh}` for a failing program.
-pub fn write_violation(out: &Path, n: usize, found: &Program, small: &Program, v: &[String]) {
+/// Runs `small` once more, writing its C reproducer; the oracles' baseline
+/// moves past what it does again.
+pub fn reproducer(small: &Program, read_only: u64, oracle: &mut Oracle) -> String {
+    let c = Context::new(read_only).run_recorded(small);
+    reset_knobs();
+    let _ = oracle.violations();
+    oracle.accept_current();
+    c
+}
+
+/// Writes `violation-N.{json,txt,sh,c}` for a failing program.
+pub fn write_violation(
+    out: &Path,
+    n: usize,
+    found: &Program,
+    small: &Program,
+    v: &[String],
+    c: &str,
+) {
     let base = out.join(format!("violation-{n}"));
     let json = base.with_extension("json");
-    if let Ok(text) = serde_json::to_vec_pretty(small) {
+    if let Ok(mut text) = serde_json::to_vec_pretty(small) {
+        text.push(b'\n');
         let _ = fs::write(&json, text);
     }
     let mut txt = String::from("What failed:\n");
@@ -118,21 +138,38 @@ pub fn write_violation(out: &Path, n: usize, found: &Program, small: &Program, v
          cd \"$(dirname \"$0\")\" && exec kfdp-fuzz replay {name}\n"
     );
     let _ = fs::write(base.with_extension("sh"), sh);
+    let _ = fs::write(base.with_extension("c"), c);
     eprintln!("kfdp-fuzz: VIOLATION {n}:\n{txt}");
+}
+
+fn read_program(path: &Path) -> Option<Program> {
+    match fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("kfdp-fuzz: {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+/// `kfdp-fuzz c FILE.json`: runs the program once, printing it as C.
+pub fn print_c(path: &Path) -> ExitCode {
+    let Some(p) = read_program(path) else {
+        return ExitCode::from(2);
+    };
+    print!("{}", Context::new(read_only_page()).run_recorded(&p));
+    reset_knobs();
+    ExitCode::SUCCESS
 }
 
 /// `kfdp-fuzz replay FILE.json`: runs the program once and says what the
 /// oracles find.
 pub fn replay(path: &Path) -> ExitCode {
-    let p: Program = match fs::read(path)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("kfdp-fuzz: {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
+    let Some(p) = read_program(path) else {
+        return ExitCode::from(2);
     };
     let mut oracle = Oracle::new();
     print!("{}", listing(&p));
