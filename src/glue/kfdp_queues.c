@@ -745,9 +745,11 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 		/*
 		 * Only a failed MES add (or an S4 repin, which kfd_preempt keeps
 		 * away: src/pm.rs) leaves the count up; a retry would
-		 * double-count the queues already added. Say so.
+		 * double-count the queues already added. Say so. On HWS a
+		 * failed restore has dropped the count: one seen now is an
+		 * eviction amdkfd took since (a reset, TTM), not ours.
 		 */
-		if (r && READ_ONCE(pdd->qpd.evicted))
+		if (r && kfdp_node_uses_mes(dqm) && READ_ONCE(pdd->qpd.evicted))
 			pr_warn_ratelimited("kfd_preempt: THAW of pid %d failed (%d) and amdkfd still counts it evicted (a failed MES add): its queues not re-added stay off for the life of the process\n",
 					    t->tgid, r);
 	} else {
