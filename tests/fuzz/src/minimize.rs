@@ -31,7 +31,8 @@ fn still_fails(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) -
     now.iter().any(|n| v.iter().any(|o| kind(o) == kind(n)))
 }
 
-/// Removes calls (and calls nested in forks and threads) one at a time,
+/// Removes calls (and calls nested in forks and threads, then the entries
+/// of PREEMPT, RESUME, WATCH and UNWATCH arrays) one at a time,
 /// from the end, keeping each removal after which the program still
 /// fails. A violation only the kernel log saw is not minimized: a
 /// WARN_ONCE does not fire twice.
@@ -75,7 +76,36 @@ pub fn minimize(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) 
             }
         }
     }
+    // Then the entries of each array, one at a time.
+    for i in 0..best.calls.len() {
+        let mut j = entries(&best.calls[i]).map_or(0, |e| e.len());
+        while j > 0 && tries < MAX_TRIES {
+            j -= 1;
+            let mut cand = best.clone();
+            if let Some(e) = entries_mut(&mut cand.calls[i]) {
+                e.remove(j);
+            }
+            tries += 1;
+            if still_fails(&cand, v, read_only, oracle) {
+                best = cand;
+            }
+        }
+    }
     best
+}
+
+fn entries(c: &Call) -> Option<&Vec<crate::program::Entry>> {
+    match c {
+        Call::Batch { entries, .. } | Call::Watch { entries, .. } => Some(entries),
+        _ => None,
+    }
+}
+
+fn entries_mut(c: &mut Call) -> Option<&mut Vec<crate::program::Entry>> {
+    match c {
+        Call::Batch { entries, .. } | Call::Watch { entries, .. } => Some(entries),
+        _ => None,
+    }
 }
 
 /// One line per call, numbered.
