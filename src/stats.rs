@@ -24,7 +24,10 @@ use kernel::{
 use crate::{
     backend::mux::Backends,
     backend::Backend,
-    engine::owner::Owner,
+    engine::owner::{
+        Owner,
+        OWNERS_ALIVE, //
+    },
     engine::registry::{
         HIST_BUCKETS,
         REGISTRY, //
@@ -59,6 +62,7 @@ pub(crate) fn stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "max_elapsed_ns {}", s.max_elapsed_ns)?;
     writeln!(f, "pinned_pages {}", PINNED_PAGES.load(Relaxed))?;
     writeln!(f, "eventfds_held {}", EVENTFDS_HELD.load(Relaxed))?;
+    writeln!(f, "owners_alive {}", OWNERS_ALIVE.load(Relaxed))?;
     for (name, hist) in [
         ("preempt", &s.hw_phase_hist[0]),
         ("resume", &s.hw_phase_hist[1]),

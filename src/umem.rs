@@ -18,9 +18,10 @@ use crate::glue;
 
 pub(crate) use kernel::page::PAGE_SIZE;
 
-/// Pages pinned now, by every owner (debugfs `stats`: `pinned_pages`). Zero
-/// whenever no watch exists; the fuzzer (tests/fuzz) checks that after every
-/// program, so a path that forgets an unpin is found.
+/// Pages pinned now (debugfs `stats`: `pinned_pages`): by watches and by the
+/// simulated node's rings. Zero whenever neither exists; the fuzzer
+/// (tests/fuzz) checks that after every program, so a path that forgets an
+/// unpin is found.
 pub(crate) static PINNED_PAGES: Atomic<u64> = Atomic::new(0);
 /// Eventfd references held now (debugfs `stats`: `eventfds_held`), zero
 /// whenever no ARM is in force.
@@ -35,6 +36,7 @@ pub(crate) static EVENTFDS_HELD: Atomic<u64> = Atomic::new(0);
 /// `page` was pinned by `kfdp_umem_pin` and is unpinned only by [`Drop`];
 /// `base` is its kernel address (page aligned), valid while it is pinned;
 /// `charged` is the mm the pin is charged to (or null), as that call gave it.
+/// Each live value is counted once in [`PINNED_PAGES`].
 pub(crate) struct UserPage {
     page: NonNull<glue::page>,
     base: NonNull<u8>,
@@ -168,6 +170,7 @@ impl UserWord {
 /// # Invariants
 ///
 /// `ctx` holds a reference taken by `kfdp_eventfd_get`, dropped by [`Drop`].
+/// Each live value is counted once in [`EVENTFDS_HELD`].
 pub(crate) struct EventFd {
     ctx: NonNull<glue::eventfd_ctx>,
 }

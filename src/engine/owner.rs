@@ -11,6 +11,10 @@ use kernel::{
     impl_has_hr_timer, new_mutex, new_work,
     prelude::*,
     sync::{
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
         Arc,
         Mutex, //
     },
@@ -125,6 +129,28 @@ pub(crate) struct State<T> {
     pub(crate) lease_retry_ms: u32,
 }
 
+/// Owners alive (debugfs `stats`: `owners_alive`). An owner lives as long
+/// as its file, plus what housekeeping holds while it finishes; one that
+/// outlives both (a reference cycle, a leaked reference) is found by the
+/// fuzzer (tests/fuzz), which checks it after every program.
+pub(crate) static OWNERS_ALIVE: Atomic<u64> = Atomic::new(0);
+
+/// Counts its owner in [`OWNERS_ALIVE`] from creation to drop.
+struct Alive(());
+
+impl Alive {
+    fn new() -> Self {
+        OWNERS_ALIVE.fetch_add(1, Relaxed);
+        Self(())
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        OWNERS_ALIVE.fetch_sub(1, Relaxed);
+    }
+}
+
 /// One open `/dev/kfd_preempt` file.
 #[pin_data]
 pub(crate) struct Owner<B: Backend> {
@@ -147,6 +173,7 @@ pub(crate) struct Owner<B: Backend> {
     /// started only while the state says the owner is open.
     #[pin]
     pub(crate) housekeeping_timer: Mutex<Option<housekeeping::HousekeepingTimer<B>>>,
+    _alive: Alive,
     /// An owner is an open file: it holds the module (7.2, where the file
     /// does not). Last, so that it is given back after everything else.
     _module: crate::compat::FileModuleRef,
@@ -226,6 +253,7 @@ impl<B: Backend> Owner<B> {
                 housekeeping <- new_work!("kfd_preempt::housekeeping"),
                 timer <- HrTimer::new(),
                 housekeeping_timer <- new_mutex!(None),
+                _alive: Alive::new(),
                 _module: module,
             }),
             GFP_KERNEL,
