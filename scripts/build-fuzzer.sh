@@ -8,5 +8,6 @@ set -euo pipefail
 # LibAFL takes minutes to build on 2 cores: its target directory is kept in
 # the cache, so that a fresh clone builds only kfdp-fuzz itself.
 export CARGO_TARGET_DIR=$KFDP_CACHE/fuzz/target
-(cd "$KFDP_ROOT/tests/fuzz" && cargo build --release --locked --quiet) >&2
+(cd "$KFDP_ROOT/tests/fuzz" && cargo build --release --locked --quiet &&
+	cargo clippy --release --locked --quiet -- -D warnings) >&2
 echo "$CARGO_TARGET_DIR/release/kfdp-fuzz"

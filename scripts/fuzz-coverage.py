@@ -140,6 +140,11 @@ def main():
     if not all_sites:
         sys.exit("fuzz-coverage: no KCOV calls in " + ko + " (built without KFDP_KCOV=1?)")
     reached = {(s, off) for s, off in all_sites if s in bases and bases[s] + off in pcs}
+    if pcs and not reached:
+        # KCOV subtracts the KASLR offset from every PC (canonicalize_ip):
+        # a kernel with RANDOMIZE_BASE needs it added back first.
+        sys.exit("fuzz-coverage: none of the %d PCs is a KCOV site of %s (KASLR? another .ko?)"
+                 % (len(pcs), ko))
     unknown = len(pcs) - len(reached)
     where = lines_of(ko, all_sites)
 

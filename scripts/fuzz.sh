@@ -62,17 +62,19 @@ tests/vm/run sim_nodes=4 sim_mes_nodes=10 pid_attach=1 --no-kselftest --no-kunit
 	"$KFDP_ROOT/tests/vm/fuzz.sh" "${args[@]}" >"$out/vm.txt" 2>&1 || vm_rc=$?
 
 log=$out/vm/results.log
+[ -r "$log" ] || : >"$log"
+# A panic, a hang or a timeout leaves the sections out: each is then empty.
 extract() {
 	sed -n "/^=== kfdp-fuzz $1 begin ===/,/^=== kfdp-fuzz $1 end ===/p" "$log" |
-		sed '1d;$d' | tr -d '\r'
+		sed '1d;$d' | tr -d '\r' || true
 }
 extract summary >"$out/summary.txt"
 extract progress >"$out/progress.log"
 extract pcs >"$out/pcs.txt"
-for name in $(grep -o '^=== kfdp-fuzz file [^ ]* begin' "$log" | awk '{print $4}'); do
+for name in $(grep -o '^=== kfdp-fuzz file [^ ]* begin' "$log" | awk '{print $4}' || true); do
 	extract "file $name" >"$out/$name"
 done
-fuzz_rc=$(grep -o '^=== kfdp-fuzz rc [0-9]*' "$log" | awk '{print $4}' | tail -n1)
+fuzz_rc=$(grep -o '^=== kfdp-fuzz rc [0-9]*' "$log" | awk '{print $4}' | tail -n1 || true)
 if [ "$smoke" = 0 ] && [ "${fuzz_rc:-2}" != 2 ]; then
 	tmp=$(mktemp -d)
 	if extract corpus | base64 -d | tar -xzf - -C "$tmp" 2>/dev/null; then

@@ -5,6 +5,8 @@
 #   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests, the amdkfd emulation
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
+#   rustfmt-fuzz       cargo fmt --check in tests/fuzz/ (kfdp-fuzz; its
+#                      clippy runs where it is built, scripts/build-fuzzer.sh)
 #   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4, names a change, and
 #                      takes a reviewed set whole
 #   module-metadata    the module soft-depends on amdgpu, and every parameter
@@ -35,6 +37,10 @@ checkpatch() {
 
 rustfmt-userspace() {
 	(cd userspace && cargo fmt --all -- --check)
+}
+
+rustfmt-fuzz() {
+	(cd tests/fuzz && cargo fmt -- --check)
 }
 
 clippy-userspace() {
@@ -123,7 +129,7 @@ import-graph() {
 	python3 scripts/import-graph.py
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace rustfmt-fuzz amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy
 failed=0
 for check in "$@"; do
 	if "$check"; then

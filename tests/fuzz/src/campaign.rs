@@ -47,7 +47,7 @@ use libafl_bolts::{rands::StdRand, tuples::tuple_list};
 
 use crate::{
     exec::{reset_knobs, Context, Outcomes},
-    generate::any_program,
+    generate::{any_program, seeds},
     kcov::Kcov,
     mem::read_only_page,
     minimize::{minimize, reproducer, write_violation},
@@ -101,6 +101,10 @@ struct Shared {
     /// each execution).
     edges: Vec<bool>,
     found: Vec<(Program, Vec<String>)>,
+    /// Violations of a kind already found.
+    repeats: u64,
+    /// Stop executing (`--stop-on-violation` after one).
+    stop: bool,
     outcomes: Outcomes,
 }
 
@@ -113,11 +117,48 @@ impl<S: HasRand> Generator<Program, S> for ProgramGenerator {
     }
 }
 
-/// Runs `p` once in a fresh context, with every knob reset after it.
-pub fn execute(p: &Program, read_only: u64) -> Outcomes {
-    let outcomes = Context::new(read_only).run(p);
+/// Runs `p` once in a fresh context and judges it: the oracles once the
+/// owners are closed (while the tenants still run), then once everything
+/// is. With `kcov`, appends the PCs of the program (not of the oracles'
+/// reads of debugfs) to `pcs`.
+pub fn execute(
+    p: &Program,
+    read_only: u64,
+    oracle: &mut Oracle,
+    kcov: Option<&Kcov>,
+    pcs: &mut Vec<u64>,
+) -> (Outcomes, Vec<String>) {
+    let mut v = Vec::new();
+    let outcomes = Context::new(read_only).run_checked(p, || {
+        if let Some(k) = kcov {
+            k.drain_into(pcs);
+        }
+        v = oracle.after_owners_closed();
+        if let Some(k) = kcov {
+            k.reset();
+        }
+    });
+    if let Some(k) = kcov {
+        k.drain_into(pcs);
+    }
     reset_knobs();
-    outcomes
+    v.extend(oracle.violations());
+    (outcomes, v)
+}
+
+/// What identifies a violation's kind: the counter, or the log line
+/// without its numbers.
+fn signature(v: &[String]) -> String {
+    v.iter()
+        .map(|l| {
+            if l.starts_with("kernel log:") {
+                l.chars().filter(|c| !c.is_ascii_digit()).collect()
+            } else {
+                l.split_whitespace().next().unwrap_or("").to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("|")
 }
 
 fn load_corpus(dir: &Path) -> Vec<Program> {
@@ -193,20 +234,27 @@ fn campaign(o: &Options) -> Result<usize, Error> {
         pcs: HashSet::new(),
         edges: vec![false; MAP_SIZE],
         found: Vec::new(),
+        repeats: 0,
+        stop: false,
         outcomes: [(0, 0); 25],
     }));
+    let stop_on_violation = o.stop_on_violation;
     let current = o.out.join("current.json");
 
     let sh = shared.clone();
     let mut harness = |p: &Program| -> ExitKind {
+        if sh.borrow().stop {
+            return ExitKind::Ok;
+        }
         if let Ok(text) = serde_json::to_vec(p) {
             let _ = fs::write(&current, text);
         }
         kcov.reset();
-        let outcomes = Context::new(read_only).run(p);
+        let mut pcs = Vec::new();
         let mut s = sh.borrow_mut();
+        let (outcomes, v) = execute(p, read_only, &mut s.oracle, Some(&kcov), &mut pcs);
         let mut prev = 0u64;
-        kcov.for_each_pc(|pc| {
+        for &pc in &pcs {
             let edge =
                 ((pc ^ (prev >> 1)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize % MAP_SIZE;
             s.edges[edge] = true;
@@ -219,20 +267,25 @@ fn campaign(o: &Options) -> Result<usize, Error> {
             }
             s.pcs.insert(pc);
             prev = pc;
-        });
-        reset_knobs();
+        }
         for (k, (ok, err)) in outcomes.iter().enumerate() {
             s.outcomes[k].0 += ok;
             s.outcomes[k].1 += err;
         }
-        let v = s.oracle.violations();
         if v.is_empty() {
-            ExitKind::Ok
-        } else {
-            s.oracle.accept_current();
-            s.found.push((p.clone(), v));
-            ExitKind::Crash
+            return ExitKind::Ok;
         }
+        s.oracle.accept_current();
+        // One program of each kind of violation is kept and minimized;
+        // the others are counted.
+        let sig = signature(&v);
+        if s.found.iter().any(|(_, old)| signature(old) == sig) {
+            s.repeats += 1;
+        } else {
+            s.found.push((p.clone(), v));
+        }
+        s.stop = stop_on_violation;
+        ExitKind::Crash
     };
 
     // SAFETY: MAP lives for the whole program and is written only by the
@@ -261,12 +314,17 @@ fn campaign(o: &Options) -> Result<usize, Error> {
 
     let started = Instant::now();
     let mut log = fs::File::create(o.out.join("progress.log"))?;
-    let seeds = o.corpus.as_deref().map(load_corpus).unwrap_or_default();
-    let seeded = seeds.len();
-    for p in &seeds {
+    let kept = o.corpus.as_deref().map(load_corpus).unwrap_or_default();
+    let seeded = kept.len();
+    for p in &kept {
         fuzzer.evaluate_input(&mut state, &mut executor, &mut mgr, p)?;
     }
-    if state.corpus().count() == 0 {
+    // The seeds always, random programs only into an empty corpus.
+    let fresh = state.corpus().count() == 0;
+    for p in seeds() {
+        fuzzer.add_input(&mut state, &mut executor, &mut mgr, p)?;
+    }
+    if fresh {
         state.generate_initial_inputs_forced(
             &mut fuzzer,
             &mut executor,
@@ -302,7 +360,10 @@ fn campaign(o: &Options) -> Result<usize, Error> {
     let mut reported = 0;
     while Instant::now() < deadline {
         fuzzer.fuzz_one(&mut stages, &mut executor, &mut state, &mut mgr)?;
-        let found = shared.borrow().found.len();
+        let (found, stop) = {
+            let s = shared.borrow();
+            (s.found.len(), s.stop)
+        };
         if Instant::now() >= next_report || found > reported {
             next_report = Instant::now() + Duration::from_secs(10);
             let s = shared.borrow();
@@ -319,7 +380,7 @@ fn campaign(o: &Options) -> Result<usize, Error> {
             let _ = writeln!(log, "{line}");
             reported = found;
         }
-        if found > 0 && o.stop_on_violation {
+        if stop {
             break;
         }
     }
@@ -338,7 +399,7 @@ fn campaign(o: &Options) -> Result<usize, Error> {
         write_violation(&o.out, i, p, &small, v, &c);
     }
 
-    let kept = o
+    let saved = o
         .corpus
         .as_deref()
         .map_or(0, |d| save_corpus(d, state.corpus()));
@@ -352,12 +413,13 @@ fn campaign(o: &Options) -> Result<usize, Error> {
     fs::write(o.out.join("pcs.txt"), text)?;
 
     let mut sum = format!(
-        "executions {execs}\nseconds {secs:.1}\nexecutions_per_second {:.2}\ncorpus {}\ncorpus_saved {kept}\nedges {}\nmodule_pcs {}\nviolations {}\n",
+        "executions {execs}\nseconds {secs:.1}\nexecutions_per_second {:.2}\ncorpus {}\ncorpus_saved {saved}\nedges {}\nmodule_pcs {}\nviolations {}\nviolations_repeated {}\n",
         execs as f64 / secs.max(0.001),
         state.corpus().count(),
         s.edges.iter().filter(|&&e| e).count(),
         pcs.len(),
-        found.len()
+        found.len(),
+        s.repeats
     );
     for (k, (ok, err)) in s.outcomes.iter().enumerate() {
         sum.push_str(&format!("call {} ok {ok} failed {err}\n", KIND_NAMES[k]));

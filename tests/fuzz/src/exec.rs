@@ -175,6 +175,7 @@ impl Context {
             self.call(c);
         }
         let rec = self.rec.take().unwrap_or_default();
+        reset_knobs();
         self.finish();
         rec.finish()
     }
@@ -212,18 +213,25 @@ impl Context {
         }
     }
 
-    /// Runs every call of `p`, then [`Context::finish`].
-    pub fn run(mut self, p: &Program) -> Outcomes {
+    /// Runs every call of `p`, then closes everything as
+    /// [`Context::finish`] does, calling `owners_closed` once the owners
+    /// are closed and before the tenants are: the moment to check that
+    /// nothing stays suspended that no open owner holds.
+    pub fn run_checked(mut self, p: &Program, owners_closed: impl FnOnce()) -> Outcomes {
         for c in &p.calls {
             self.call(c);
         }
+        // Release is judged without faults (a fault during release is not
+        // a leak of the module's).
+        reset_knobs();
+        self.close_owners();
+        owners_closed();
         self.finish()
     }
 
-    /// Joins the threads, kills and reaps the children, and closes every
-    /// file this context owns: what a process exiting does, in a fixed
-    /// order.
-    pub fn finish(mut self) -> Outcomes {
+    /// Joins the threads, kills and reaps the children, and closes the
+    /// eventfds and owner files this context owns.
+    fn close_owners(&mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -234,6 +242,12 @@ impl Context {
         for o in self.owners.drain(..) {
             o.close();
         }
+    }
+
+    /// [`Context::close_owners`], then closes the tenants: what a process
+    /// exiting does, in a fixed order.
+    pub fn finish(mut self) -> Outcomes {
+        self.close_owners();
         for t in self.tenants.drain(..) {
             t.fd.close();
         }
@@ -297,7 +311,7 @@ impl Context {
     ) -> Option<(Buf, u64, u32)> {
         let count = (entries.len() as u32).wrapping_add(extra);
         let stride = size.clamp(16, 64) as usize;
-        let mut buf = Buf::new(entries.len() * stride)?;
+        let buf = Buf::new(entries.len() * stride)?;
         for (i, e) in entries.iter().enumerate() {
             let (mut gpu_id, queue_id) = self.queue(e.queue);
             if let (Id::Raw(_), _) | (_, Id::Raw(_)) = (e.queue, e.gpu_id) {
@@ -682,7 +696,7 @@ impl Context {
         let i = tenant as usize % self.tenants.len();
         let pkt = std::mem::size_of::<kfdp_sim_packet>();
         let (Some(packets), Some(read_index), Some(write_index)) = (
-            Buf::new((count as usize).min(4096) * pkt),
+            Buf::aligned((count as usize).min(4096) * pkt, 64),
             Buf::new(8),
             Buf::new(8),
         ) else {
@@ -737,7 +751,10 @@ impl Context {
                     let done: u64 = r.read_index.read(0);
                     for _ in 0..dispatches {
                         // A tenant never overruns its ring.
-                        if r.written - done >= u64::from(r.count) || r.count == 0 {
+                        // (A read index past the write index, which only
+                        // a broken node writes, stops the feeding.)
+                        let pending = r.written.checked_sub(done).unwrap_or(u64::MAX);
+                        if pending >= u64::from(r.count) {
                             break;
                         }
                         let slot = (r.written % u64::from(r.count)) as usize;
@@ -794,20 +811,37 @@ impl Context {
         true
     }
 
-    /// Forks a child that keeps only the tenant's file open, until killed.
+    /// Forks a child that keeps only the tenant's file open, until killed
+    /// (or until the fuzzer dies).
     fn hand_off(&mut self, tenant: u8) -> bool {
         if self.nested || self.tenants.is_empty() {
             return false;
         }
         self.join_threads();
         let i = tenant as usize % self.tenants.len();
+        let keep = self.tenants[i].fd.raw;
+        let others: Vec<RawFd> = self
+            .owners
+            .iter()
+            .chain(self.eventfds.iter())
+            .map(|f| f.raw)
+            .chain(self.tenants.iter().map(|t| t.fd.raw))
+            .filter(|&fd| fd != keep)
+            .collect();
         // SAFETY: No other thread runs (joined above), so the child may do
-        // anything; it only sleeps until SIGKILL.
+        // anything; it only closes the other files of the program and
+        // sleeps until SIGKILL.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            loop {
-                // SAFETY: pause(2) has no preconditions.
-                unsafe { libc::pause() };
+            // SAFETY: Plain system calls in the child, on its own copies.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                for fd in others {
+                    libc::close(fd);
+                }
+                loop {
+                    libc::pause();
+                }
             }
         }
         if pid < 0 {
@@ -831,14 +865,21 @@ impl Context {
         // SAFETY: No other thread runs (joined above).
         let pid = unsafe { libc::fork() };
         if pid == 0 {
+            // SAFETY: prctl(2) with valid arguments, in the child.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
             self.nested = true;
             self.children.clear();
-            for c in calls {
-                self.call(c);
-            }
+            // A panic must not unwind out of fork() into a second copy of
+            // the fuzzer.
+            let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for c in calls {
+                    self.call(c);
+                }
+            }))
+            .is_ok();
             // SAFETY: The child ends here without running the parent's
             // destructors or atexit handlers; the kernel closes its files.
-            unsafe { libc::_exit(0) };
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
         if pid < 0 {
             return false;

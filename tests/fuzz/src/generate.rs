@@ -557,3 +557,153 @@ pub fn tweak_u32(r: &mut impl Rand, v: &mut u32) {
         _ => any_u32(r),
     };
 }
+
+/// An entry naming the n-th queue made, through the n-th handle.
+fn made(handle: u8, queue: u8) -> Entry {
+    Entry {
+        handle: Id::Made(handle),
+        queue: Id::Made(queue),
+        gpu_id: Id::Made(0),
+        status: 0,
+    }
+}
+
+fn batch(owner: u8, resume: bool, entries: Vec<Entry>, lease_ms: u32) -> Call {
+    Call::Batch {
+        owner,
+        resume,
+        entries,
+        extra_count: 0,
+        entry_size: 16,
+        flags: 0,
+        lease_ms,
+        ptr: Ptr::Good,
+        reserved: 0,
+    }
+}
+
+fn watch(owner: u8, unwatch: bool, entries: Vec<Entry>) -> Call {
+    Call::Watch {
+        owner,
+        unwatch,
+        entries,
+        extra_count: 0,
+        entry_size: 16,
+        flags: 0,
+        ptr: Ptr::Good,
+    }
+}
+
+fn ring(node: u32) -> Call {
+    Call::CreateRing {
+        tenant: 0,
+        node,
+        priority: 7,
+        packets: 16,
+        ring: Ptr::Good,
+        read_index: Ptr::Good,
+        write_index: Ptr::Good,
+    }
+}
+
+fn attach(owner: u8) -> Call {
+    Call::Attach {
+        owner,
+        target: Target::Tenant(0),
+        kind: None,
+        flags: 0,
+        reserved: 0,
+    }
+}
+
+/// The seed corpus: each flow of the uapi once, with valid arguments, as a
+/// scheduler uses it (so that a defect on a main path is found at once and
+/// mutation starts from programs that get past validation).
+pub fn seeds() -> Vec<Program> {
+    let start = |nodes: &[u32]| {
+        let mut c = vec![Call::OpenOwner, Call::OpenTenant];
+        c.extend(nodes.iter().map(|&n| ring(n)));
+        c.push(attach(0));
+        c
+    };
+    let both = || vec![made(0, 0), made(0, 1)];
+    let mut out = Vec::new();
+    // PREEMPT and RESUME across an HWS and a MES node, QUERY between.
+    let mut c = start(&[0, 1]);
+    c.push(batch(0, false, both(), 0));
+    c.push(Call::Query {
+        owner: 0,
+        handle: Id::Made(0),
+        gpu_id: Id::Raw(0),
+        capacity: 16,
+        entry_size: 96,
+        ptr: Ptr::Good,
+    });
+    c.push(batch(0, true, both(), 0));
+    out.push(c);
+    // FREEZE and THAW of every node of the tenant.
+    let mut c = start(&[0, 1]);
+    for thaw in [false, true] {
+        c.push(Call::Freeze {
+            owner: 0,
+            thaw,
+            handle: Id::Made(0),
+            gpu_id: Id::Raw(0),
+            flags: 0,
+        });
+    }
+    out.push(c);
+    // WATCH, work, SAMPLE, ARM with an eventfd, UNWATCH.
+    let mut c = start(&[0]);
+    c.push(watch(0, false, vec![made(0, 0)]));
+    c.push(Call::Doorbell {
+        tenant: 0,
+        queue: Id::Made(0),
+        dispatches: 2,
+        work_us: 500,
+    });
+    c.push(Call::Sample {
+        owner: 0,
+        capacity: 16,
+        entry_size: 40,
+        ptr: Ptr::Good,
+    });
+    c.push(Call::MakeEventFd);
+    c.push(Call::Arm {
+        owner: 0,
+        condition: 1,
+        eventfd: Target::EventFd(0),
+        period_us: 1000,
+        idle_us: 0,
+        reserved: 0,
+    });
+    c.push(Call::Sleep { us: 3000 });
+    c.push(watch(0, true, vec![made(0, 0)]));
+    out.push(c);
+    // A lease that expires, then DETACH.
+    let mut c = start(&[1]);
+    c.push(batch(0, false, vec![made(0, 0)], 5));
+    c.push(Call::Sleep { us: 15_000 });
+    c.push(Call::Detach {
+        owner: 0,
+        handle: Id::Made(0),
+        flags: 0,
+    });
+    out.push(c);
+    // Two owners on one tenant, the first closed while both hold it.
+    let mut c = start(&[0]);
+    c.insert(1, Call::OpenOwner);
+    c.push(attach(1));
+    c.push(batch(0, false, vec![made(0, 0)], 0));
+    c.push(batch(1, false, vec![made(0, 0)], 0));
+    c.push(Call::CloseOwner { owner: 0 });
+    out.push(c);
+    // A preempted tenant that dies in a child.
+    let mut c = start(&[0]);
+    c.push(batch(0, false, vec![made(0, 0)], 0));
+    c.push(Call::HandOff { tenant: 0 });
+    c.push(Call::KillChildren);
+    c.push(batch(0, true, vec![made(0, 0)], 0));
+    out.push(c);
+    out.into_iter().map(|calls| Program { calls }).collect()
+}

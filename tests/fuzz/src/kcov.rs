@@ -14,8 +14,8 @@ const KCOV_ENABLE: libc::c_ulong = 0x6364;
 /// `KCOV_TRACE_PC`.
 const KCOV_TRACE_PC: libc::c_ulong = 0;
 
-/// PCs one execution can record; more are dropped by KCOV (and counted as
-/// a full buffer here).
+/// PCs one execution can record; KCOV drops the rest (a campaign's
+/// programs reach a few thousand).
 pub const AREA_WORDS: usize = 1 << 18;
 
 /// KCOV enabled on the thread that made it.
@@ -78,6 +78,12 @@ impl Kcov {
         unsafe { std::ptr::write_volatile(self.area, 0) };
     }
 
+    /// Appends the PCs traced since [`Kcov::reset`] to `pcs`, and resets.
+    pub fn drain_into(&self, pcs: &mut Vec<u64>) {
+        self.for_each_pc(|pc| pcs.push(pc));
+        self.reset();
+    }
+
     /// Calls `f` with each PC traced since [`Kcov::reset`].
     pub fn for_each_pc(&self, mut f: impl FnMut(u64)) {
         // SAFETY: As in `reset`.
@@ -91,8 +97,9 @@ impl Kcov {
 
 impl Drop for Kcov {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant; not used again. Closing the fd
-        // then disables KCOV for the thread.
+        // SAFETY: By the type invariant; not used again. (The thread
+        // stays traced into the unmapped area's kcov until it exits; no
+        // thread makes a second one.)
         unsafe { libc::munmap(self.area.cast(), AREA_WORDS * 8) };
     }
 }

@@ -21,8 +21,9 @@ const KERNEL: u64 = 0xffff_8880_0000_0000;
 /// # Invariants
 ///
 /// `map` is an anonymous mapping of `map_len` bytes whose last page (at
-/// `guard`) is PROT_NONE; `data` is 64-byte aligned (as a ring must be)
-/// and at least `len + 8` bytes before that page.
+/// `guard`) is PROT_NONE; `data` is `align`-aligned and at least `len + 8`
+/// bytes before that page, at most `len + 8 + align - 1` (8 spare bytes for
+/// a misaligned pointer).
 pub struct Buf {
     map: NonNull<u8>,
     map_len: usize,
@@ -35,9 +36,16 @@ pub struct Buf {
 unsafe impl Send for Buf {}
 
 impl Buf {
-    /// A zeroed buffer of `len` bytes (at most 16 MiB: larger requests are
-    /// cut, the kernel then faults on the guard page).
+    /// A zeroed buffer of `len` bytes, 8-byte aligned, 8 bytes before its
+    /// guard page (at most 16 MiB: larger requests are cut, the kernel then
+    /// faults on the guard page).
     pub fn new(len: usize) -> Option<Self> {
+        Self::aligned(len, 8)
+    }
+
+    /// As [`Buf::new`], aligned to `align` (a power of two of at most 64; a
+    /// ring's packets are 64-byte aligned).
+    pub fn aligned(len: usize, align: usize) -> Option<Self> {
         let len = len.min(16 << 20);
         let pages = (len + 72).div_ceil(PAGE) + 1;
         let map_len = pages * PAGE;
@@ -61,9 +69,9 @@ impl Buf {
         // SAFETY: `guard` is page aligned and inside the mapping.
         unsafe { libc::mprotect(guard.cast(), PAGE, libc::PROT_NONE) };
         // At least `len + 8` bytes before the guard page, rounded down to
-        // 64 bytes: inside the mapping, which has `len + 72` bytes or more
+        // `align`: inside the mapping, which has `len + 72` bytes or more
         // before its guard page.
-        let start = (guard as usize - len - 8) & !63;
+        let start = (guard as usize - len - 8) & !(align.clamp(8, 64) - 1);
         let data = NonNull::new(start as *mut u8)?;
         // INVARIANT: as built above.
         Some(Self {
@@ -73,13 +81,6 @@ impl Buf {
             guard: guard as u64,
             len,
         })
-    }
-
-    /// The buffer's bytes.
-    pub fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: By the type invariant `data` has `len` accessible bytes,
-        // borrowed mutably through `self`.
-        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) }
     }
 
     /// Its address.
@@ -101,24 +102,25 @@ impl Buf {
     }
 
     /// Reads a plain value the kernel wrote at byte `off` (zero if out of
-    /// range).
-    pub fn read<T: Copy + Default>(&mut self, off: usize) -> T {
-        let b = self.bytes();
-        if off + std::mem::size_of::<T>() > b.len() {
+    /// range). The kernel (or the simulated node) may write the buffer at
+    /// any time, so it is only ever read and written through raw pointers.
+    pub fn read<T: Copy + Default>(&self, off: usize) -> T {
+        if off + std::mem::size_of::<T>() > self.len {
             return T::default();
         }
-        // SAFETY: In range, checked above; unaligned reads are allowed.
-        unsafe { std::ptr::read_unaligned(b.as_ptr().add(off).cast::<T>()) }
+        // SAFETY: In range, checked above, of the mapping the type
+        // invariant keeps alive; through a raw pointer (no reference to
+        // memory another agent writes), unaligned as an entry may be.
+        unsafe { std::ptr::read_unaligned(self.data.as_ptr().add(off).cast::<T>()) }
     }
 
     /// Writes a plain value at byte `off` (ignored if out of range).
-    pub fn write<T: Copy>(&mut self, off: usize, v: T) {
-        let b = self.bytes();
-        if off + std::mem::size_of::<T>() > b.len() {
+    pub fn write<T: Copy>(&self, off: usize, v: T) {
+        if off + std::mem::size_of::<T>() > self.len {
             return;
         }
-        // SAFETY: In range, checked above; unaligned writes are allowed.
-        unsafe { std::ptr::write_unaligned(b.as_mut_ptr().add(off).cast::<T>(), v) }
+        // SAFETY: As in `read`.
+        unsafe { std::ptr::write_unaligned(self.data.as_ptr().add(off).cast::<T>(), v) }
     }
 }
 

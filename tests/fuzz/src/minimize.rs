@@ -5,7 +5,12 @@
 //! script that replays it (`kfdp-fuzz replay`), and a C reproducer
 //! ([`crate::repro`]).
 
-use std::{fs, path::Path, process::ExitCode};
+use std::{
+    fs,
+    path::Path,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use crate::{
     campaign::execute,
@@ -15,14 +20,14 @@ use crate::{
     program::{Call, Program},
 };
 
-/// Runs to try at most while minimizing.
+/// Runs to try at most while minimizing, and the time they may take.
 const MAX_TRIES: usize = 300;
+const MAX_TIME: Duration = Duration::from_secs(120);
 
 /// Does `p` still fail an oracle the same way `v` did (the same kind of
 /// violation, by its first word)?
 fn still_fails(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) -> bool {
-    execute(p, read_only);
-    let now = oracle.violations();
+    let (_, now) = execute(p, read_only, oracle, None, &mut Vec::new());
     if now.is_empty() {
         return false;
     }
@@ -42,6 +47,13 @@ pub fn minimize(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) 
     }
     let mut best = p.clone();
     let mut tries = 0;
+    let started = Instant::now();
+    // A try past the time budget counts as the last.
+    let budget = |tries: &mut usize| {
+        if started.elapsed() > MAX_TIME {
+            *tries = MAX_TRIES;
+        }
+    };
     let mut changed = true;
     while changed && tries < MAX_TRIES {
         changed = false;
@@ -51,6 +63,7 @@ pub fn minimize(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) 
             let mut cand = best.clone();
             cand.calls.remove(i);
             tries += 1;
+            budget(&mut tries);
             if still_fails(&cand, v, read_only, oracle) {
                 best = cand;
                 changed = true;
@@ -69,6 +82,7 @@ pub fn minimize(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) 
                     calls.remove(j);
                 }
                 tries += 1;
+                budget(&mut tries);
                 if still_fails(&cand, v, read_only, oracle) {
                     best = cand;
                     changed = true;
@@ -86,6 +100,7 @@ pub fn minimize(p: &Program, v: &[String], read_only: u64, oracle: &mut Oracle) 
                 e.remove(j);
             }
             tries += 1;
+            budget(&mut tries);
             if still_fails(&cand, v, read_only, oracle) {
                 best = cand;
             }
@@ -122,6 +137,7 @@ pub fn listing(p: &Program) -> String {
 pub fn reproducer(small: &Program, read_only: u64, oracle: &mut Oracle) -> String {
     let c = Context::new(read_only).run_recorded(small);
     reset_knobs();
+    let _ = oracle.after_owners_closed();
     let _ = oracle.violations();
     oracle.accept_current();
     c
@@ -203,8 +219,7 @@ pub fn replay(path: &Path) -> ExitCode {
     };
     let mut oracle = Oracle::new();
     print!("{}", listing(&p));
-    execute(&p, read_only_page());
-    let v = oracle.violations();
+    let (_, v) = execute(&p, read_only_page(), &mut oracle, None, &mut Vec::new());
     if v.is_empty() {
         println!("kfdp-fuzz: every oracle holds");
         ExitCode::SUCCESS

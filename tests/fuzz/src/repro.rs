@@ -30,6 +30,8 @@ pub struct Rec {
     pub rings: HashMap<u32, String>,
     /// Children the C has forked (`kids[]`).
     pub kids: usize,
+    /// The fault knobs the C set, reset before its files are closed.
+    pub knobs: Vec<String>,
     count: usize,
 }
 
@@ -239,7 +241,11 @@ impl Rec {
     }
 
     /// The whole reproducer.
-    pub fn finish(self) -> String {
+    pub fn finish(mut self) -> String {
+        let knobs = std::mem::take(&mut self.knobs);
+        for k in knobs {
+            self.line(&format!("knob(\"{k}\", 0);"));
+        }
         format!("{PROLOGUE}{}{EPILOGUE}", self.body)
     }
 }

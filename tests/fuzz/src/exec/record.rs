@@ -464,6 +464,9 @@ impl Context {
                     Knob::FailNodeLists => format!("{SIM_DEBUGFS}/fail_node_lists"),
                 };
                 rec.line(&format!("knob(\"{path}\", {value});"));
+                if !rec.knobs.contains(&path) {
+                    rec.knobs.push(path);
+                }
             }
             Call::Sleep { us } => rec.line(&format!("usleep({us});")),
             Call::HandOff { tenant } => {
