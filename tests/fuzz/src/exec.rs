@@ -130,13 +130,23 @@ fn nth<T>(v: &[T], n: u8) -> Option<&T> {
 /// Writes a knob of the simulated node (errors ignored: a node may not
 /// exist).
 pub fn set_knob(node: u8, knob: Knob, value: u32) {
-    let path = match knob {
+    let _ = fs::write(knob_path(node, knob), format!("{value}\n"));
+}
+
+/// The debugfs file of a simulated node's fault knob.
+pub fn knob_path(node: u8, knob: Knob) -> String {
+    match knob {
         Knob::FailUnmaps => format!("{SIM_DEBUGFS}/node{node}/fail_unmaps"),
         Knob::FailMaps => format!("{SIM_DEBUGFS}/node{node}/fail_maps"),
         Knob::DelayNextUs => format!("{SIM_DEBUGFS}/node{node}/delay_next_us"),
         Knob::FailNodeLists => format!("{SIM_DEBUGFS}/fail_node_lists"),
-    };
-    let _ = fs::write(path, format!("{value}\n"));
+    }
+}
+
+/// The bytes of a QUERY or SAMPLE output array of `capacity` entries of
+/// `entry_size` bytes (bounded: a larger claim ends at the guard page).
+pub fn out_len(capacity: u32, entry_size: u32) -> usize {
+    (capacity as usize).min(64) * (entry_size as usize).clamp(1, 256)
 }
 
 /// Sets every knob a program may have set back to zero.
@@ -299,6 +309,21 @@ impl Context {
         }
     }
 
+    /// The `struct kfdp_queue_ref` `e` names now: a queue made takes its own
+    /// gpu_id unless the queue or the gpu_id is raw.
+    fn queue_ref(&self, e: &Entry) -> kfdp_queue_ref {
+        let (mut gpu_id, queue_id) = self.queue(e.queue);
+        if let (Id::Raw(_), _) | (_, Id::Raw(_)) = (e.queue, e.gpu_id) {
+            gpu_id = self.gpu_id(e.gpu_id);
+        }
+        kfdp_queue_ref {
+            handle: self.handle(e.handle),
+            gpu_id,
+            queue_id,
+            status: e.status,
+        }
+    }
+
     /// A `struct kfdp_queue_ref` array of `entries` (with entries of `size`
     /// bytes, clamped to what a buffer holds), its address as `ptr` names
     /// it, and the count to pass.
@@ -313,17 +338,7 @@ impl Context {
         let stride = size.clamp(16, 64) as usize;
         let buf = Buf::new(entries.len() * stride)?;
         for (i, e) in entries.iter().enumerate() {
-            let (mut gpu_id, queue_id) = self.queue(e.queue);
-            if let (Id::Raw(_), _) | (_, Id::Raw(_)) = (e.queue, e.gpu_id) {
-                gpu_id = self.gpu_id(e.gpu_id);
-            }
-            let r = kfdp_queue_ref {
-                handle: self.handle(e.handle),
-                gpu_id,
-                queue_id,
-                status: e.status,
-            };
-            buf.write(i * stride, r);
+            buf.write(i * stride, self.queue_ref(e));
         }
         let p = buf.user_ptr(ptr, self.read_only);
         Some((buf, p, count))
@@ -466,7 +481,7 @@ impl Context {
                 entry_size,
                 ptr,
             } => {
-                let n = (*capacity as usize).min(64) * (*entry_size as usize).clamp(1, 256);
+                let n = out_len(*capacity, *entry_size);
                 let Some(buf) = Buf::new(n) else {
                     return false;
                 };
@@ -566,7 +581,7 @@ impl Context {
                 entry_size,
                 ptr,
             } => {
-                let n = (*capacity as usize).min(64) * (*entry_size as usize).clamp(1, 256);
+                let n = out_len(*capacity, *entry_size);
                 let Some(buf) = Buf::new(n) else {
                     return false;
                 };

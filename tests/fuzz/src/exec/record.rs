@@ -4,9 +4,9 @@
 //! from the same resolution of slots the call makes, and the values it
 //! returned named after it ran.
 
-use super::{nth, Context, KNOB_NODES, OWNER_DEV, SIM_DEBUGFS, TENANT_DEV};
+use super::{knob_path, nth, out_len, Context, KNOB_NODES, OWNER_DEV, TENANT_DEV};
 use crate::{
-    program::{Call, Entry, Id, Knob, Ptr, Target},
+    program::{Call, Entry, Id, Ptr, Target},
     repro::{Kind, Rec},
 };
 
@@ -63,17 +63,13 @@ impl Context {
         let stride = size.clamp(16, 64) as usize;
         let b = rec.buf(entries.len() * stride);
         for (i, e) in entries.iter().enumerate() {
-            let (mut gpu, queue) = (
-                rec.v(Kind::Gpu, u64::from(self.queue(e.queue).0)),
-                self.queue_c(rec, e.queue),
-            );
-            if let (Id::Raw(_), _) | (_, Id::Raw(_)) = (e.queue, e.gpu_id) {
-                gpu = self.gpu_c(rec, e.gpu_id);
-            }
-            let h = self.handle_c(rec, e.handle);
+            let r = self.queue_ref(e);
             rec.line(&format!(
-                "put_ref({b}, {i}, {stride}, {h}, {gpu}, {queue}, {});",
-                e.status
+                "put_ref({b}, {i}, {stride}, {}, {}, {}, {});",
+                rec.v(Kind::Handle, u64::from(r.handle)),
+                rec.v(Kind::Gpu, u64::from(r.gpu_id)),
+                rec.v(Kind::Queue, u64::from(r.queue_id)),
+                r.status
             ));
         }
         (rec.ptr(&b, ptr), format!("{count:#x}"))
@@ -298,8 +294,7 @@ impl Context {
                     self.handle_c(rec, *handle),
                     self.gpu_c(rec, *gpu_id),
                 );
-                let b =
-                    rec.buf((*capacity as usize).min(64) * (*entry_size as usize).clamp(1, 256));
+                let b = rec.buf(out_len(*capacity, *entry_size));
                 let p = rec.ptr(&b, *ptr);
                 rec.ioctl(
                     &o,
@@ -409,8 +404,7 @@ impl Context {
                 ptr,
             } => {
                 let o = self.owner_c(rec, *owner);
-                let b =
-                    rec.buf((*capacity as usize).min(64) * (*entry_size as usize).clamp(1, 256));
+                let b = rec.buf(out_len(*capacity, *entry_size));
                 let p = rec.ptr(&b, *ptr);
                 rec.ioctl(
                     &o,
@@ -457,12 +451,7 @@ impl Context {
             }
             Call::SetKnob { node, knob, value } => {
                 let node = *node % KNOB_NODES;
-                let path = match knob {
-                    Knob::FailUnmaps => format!("{SIM_DEBUGFS}/node{node}/fail_unmaps"),
-                    Knob::FailMaps => format!("{SIM_DEBUGFS}/node{node}/fail_maps"),
-                    Knob::DelayNextUs => format!("{SIM_DEBUGFS}/node{node}/delay_next_us"),
-                    Knob::FailNodeLists => format!("{SIM_DEBUGFS}/fail_node_lists"),
-                };
+                let path = knob_path(node, *knob);
                 rec.line(&format!("knob(\"{path}\", {value});"));
                 if !rec.knobs.contains(&path) {
                     rec.knobs.push(path);
