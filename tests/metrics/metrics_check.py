@@ -57,6 +57,7 @@ def expected(stats, version):
         put("decisions", "watched_queues", lab, d["watched_queues"])
         put("decisions", "lower_queues", lab, d["lower_queues"])
         put("decisions", "lower_run_in_window_seconds", lab, d["be_run_in_period_ms"] / 1000)
+        put("decisions", "idle_hysteresis_seconds", lab, d["idle_hysteresis_us"] / 1e6)
         c = d["counters"]
         put("decisions", "preemptions_total", lab, c["preemptions"])
         put("decisions", "preempt_failures_total", lab, c["preempt_failures"])
@@ -130,7 +131,8 @@ def compare(want, got, names):
 GROUP_FAMILIES = {
     "process": ["build_info", "uptime_seconds", "stats_written_timestamp_seconds"],
     "decisions": ["mode", "held", "watched_queues", "lower_queues",
-                  "lower_run_in_window_seconds", "preemptions_total",
+                  "lower_run_in_window_seconds", "idle_hysteresis_seconds",
+                  "preemptions_total",
                   "preempt_failures_total", "resumes_total", "forced_resumes_total",
                   "lease_renewals_total", "held_seconds_total"],
     "histograms": ["reaction_seconds_bucket", "reaction_seconds_sum",

@@ -56,6 +56,7 @@ fn decision(
         watched_queues: queues.0,
         lower_queues: queues.1,
         be_run_in_period_ms: 37.25,
+        idle_hysteresis_us: 2500,
         counters: CounterStats {
             preemptions,
             preempt_failures,
@@ -162,6 +163,7 @@ fn fixture() -> Stats {
             lease_ms: 200,
             sample_period_us: 50,
             idle_hysteresis_us: 1000,
+            idle_hysteresis_max_us: 4000,
             min_share_period_ms: 1000,
             min_share_budget_ms: 100,
         },

@@ -114,6 +114,12 @@ pub struct DaemonConfig {
     /// How long every latency-critical queue must be idle before
     /// best-effort queues are resumed.
     pub idle_hysteresis_us: u32,
+    /// The most the idle hysteresis may grow to when latency-critical work
+    /// comes back soon after going idle (gaps between the kernels of one
+    /// request); 0, or equal to `idle_hysteresis_us`: a fixed hysteresis.
+    /// It bounds what best-effort work can lose per latency-critical
+    /// request.
+    pub idle_hysteresis_max_us: u32,
     /// The lease of each preemption; renewed at half of it while held, so
     /// that a stalled daemon leaves nothing off for longer than this.
     pub lease_ms: u32,
@@ -148,6 +154,7 @@ impl Default for DaemonConfig {
             scan_interval_ms: 200,
             sample_period_us: 50,
             idle_hysteresis_us: 1000,
+            idle_hysteresis_max_us: 0,
             lease_ms: 200,
             min_share_period_ms: 1000,
             min_share_budget_ms: 100,
@@ -172,6 +179,11 @@ impl DaemonConfig {
     /// `idle_hysteresis_us` as a duration.
     pub fn idle_hysteresis(&self) -> Duration {
         Duration::from_micros(self.idle_hysteresis_us.into())
+    }
+    /// The most the idle hysteresis may grow to: `idle_hysteresis_max_us`,
+    /// or the hysteresis itself if that is 0 (or smaller).
+    pub fn idle_hysteresis_max(&self) -> Duration {
+        Duration::from_micros(self.idle_hysteresis_max_us.into()).max(self.idle_hysteresis())
     }
     /// `lease_ms` as a duration.
     pub fn lease(&self) -> Duration {
@@ -349,6 +361,21 @@ impl Config {
                 format!("is above the module's limit of {MAX_IDLE_US} µs"),
             ));
         }
+        if d.idle_hysteresis_max_us != 0 && d.idle_hysteresis_max_us < d.idle_hysteresis_us {
+            return Err(invalid(
+                "daemon.idle_hysteresis_max_us",
+                format!(
+                    "{} is below daemon.idle_hysteresis_us ({}); 0 keeps the hysteresis fixed",
+                    d.idle_hysteresis_max_us, d.idle_hysteresis_us
+                ),
+            ));
+        }
+        if d.idle_hysteresis_max_us > MAX_IDLE_US {
+            return Err(invalid(
+                "daemon.idle_hysteresis_max_us",
+                format!("is above the module's limit of {MAX_IDLE_US} µs"),
+            ));
+        }
         if d.lease_ms == 0 {
             // Without a lease a stalled daemon could hold best-effort
             // queues off indefinitely; closing the device is the only other
@@ -522,6 +549,9 @@ mod tests {
             (200, 50, 1000, 200)
         );
         assert_eq!((d.min_share_period_ms, d.min_share_budget_ms), (1000, 100));
+        // No adaptation by default: the most is the hysteresis itself.
+        assert_eq!(d.idle_hysteresis_max_us, 0);
+        assert_eq!(d.idle_hysteresis_max(), d.idle_hysteresis());
         assert_eq!(d.stats_path, Path::new("/run/kfd-preemptd/stats.json"));
         assert_eq!(d.log_format, LogFormat::Text);
         assert!(c.classes.is_empty());
@@ -701,6 +731,13 @@ mod tests {
         assert!(err("[daemon]\nlease_ms = 86400001\n").starts_with("daemon.lease_ms:"));
         assert!(err("[daemon]\nidle_hysteresis_us = 10000001\n")
             .starts_with("daemon.idle_hysteresis_us:"));
+        assert!(err("[daemon]\nidle_hysteresis_max_us = 10000001\n")
+            .starts_with("daemon.idle_hysteresis_max_us:"));
+        let e = err("[daemon]\nidle_hysteresis_us = 2000\nidle_hysteresis_max_us = 1000\n");
+        assert!(
+            e.starts_with("daemon.idle_hysteresis_max_us:") && e.contains("below"),
+            "{e}"
+        );
         assert!(
             err("[daemon]\nmin_share_period_ms = 0\nmin_share_budget_ms = 0\n")
                 .starts_with("daemon.min_share_period_ms:")

@@ -296,7 +296,7 @@ pub fn render(stats: &Stats) -> String {
             out.sample(&n, &l, u8::from(d.mode == m));
         }
     }
-    let gauges: [Field<DecisionStats>; 4] = [
+    let gauges: [Field<DecisionStats>; 5] = [
         (
             "held",
             "1 while the decision holds the lower levels' queues off the GPU, else 0.",
@@ -316,6 +316,11 @@ pub fn render(stats: &Stats) -> String {
             "lower_run_in_window_seconds",
             "Run time of the lower levels in the current minimum-share window, seconds.",
             |d| float(d.be_run_in_period_ms / 1e3),
+        ),
+        (
+            "idle_hysteresis_seconds",
+            "The idle time the decision waits for before resuming the lower levels, as learnt from the level's gaps, seconds.",
+            |d| float(d.idle_hysteresis_us as f64 / 1e6),
         ),
     ];
     for (suffix, help, value) in gauges {
@@ -711,6 +716,7 @@ mod tests {
             watched_queues: 2,
             lower_queues: 5,
             be_run_in_period_ms: 12.5,
+            idle_hysteresis_us: 3750,
             counters: counters(3, 1500.0),
             // 0 µs, 3 µs, 300 µs, 300 µs, and one beyond 2^31 µs.
             reaction_latency_us: latency(
@@ -733,6 +739,7 @@ mod tests {
             watched_queues: 0,
             lower_queues: 0,
             be_run_in_period_ms: 1000.0,
+            idle_hysteresis_us: 1000,
             counters: counters(0, 0.25),
             reaction_latency_us: latency(&[], 0),
             reaction_phases: (&ReactionPhases::default()).into(),
@@ -768,6 +775,7 @@ mod tests {
                 lease_ms: 200,
                 sample_period_us: 50,
                 idle_hysteresis_us: 1000,
+                idle_hysteresis_max_us: 1000,
                 min_share_period_ms: 1000,
                 min_share_budget_ms: 100,
             },
@@ -823,6 +831,13 @@ mod tests {
             [
                 format!("kfd_preemptd_lower_run_in_window_seconds{{{LC}}} 0.0125"),
                 format!("kfd_preemptd_lower_run_in_window_seconds{{{N}}} 1"),
+            ]
+        );
+        assert_eq!(
+            lines_of(&text, "kfd_preemptd_idle_hysteresis_seconds{"),
+            [
+                format!("kfd_preemptd_idle_hysteresis_seconds{{{LC}}} 0.00375"),
+                format!("kfd_preemptd_idle_hysteresis_seconds{{{N}}} 0.001"),
             ]
         );
         assert!(text.contains(&format!("kfd_preemptd_watched_queues{{{LC}}} 2\n")));

@@ -51,8 +51,12 @@ pub struct PolicyConfig {
     pub lease: Duration,
     /// The module's sampling period while armed.
     pub sample_period: Duration,
-    /// How long LC must be idle before BE is resumed (`ALL_IDLE`).
+    /// How long LC must be idle before BE is resumed (`ALL_IDLE`), at
+    /// least.
     pub idle_hysteresis: Duration,
+    /// The most the hysteresis grows to when LC comes back soon after
+    /// going idle; `idle_hysteresis` (or less): a fixed hysteresis.
+    pub idle_hysteresis_max: Duration,
     /// The minimum-share window.
     pub min_share_period: Duration,
     /// BE's guaranteed run time per window; zero: no guarantee.
@@ -71,6 +75,7 @@ impl From<&DaemonConfig> for PolicyConfig {
             lease: d.lease(),
             sample_period: d.sample_period(),
             idle_hysteresis: d.idle_hysteresis(),
+            idle_hysteresis_max: d.idle_hysteresis_max(),
             min_share_period: d.min_share_period(),
             min_share_budget: d.min_share_budget(),
         }
@@ -388,6 +393,12 @@ pub struct Policy {
     pending_edge: Option<Duration>,
     /// A preemption was wanted but the minimum share forbade it.
     min_share_blocked: bool,
+    /// The idle hysteresis in use: `cfg.idle_hysteresis` to
+    /// `cfg.idle_hysteresis_max`, learnt from LC's gaps.
+    idle: Duration,
+    /// When LC last went idle (the idle edge less the hysteresis), until
+    /// the next busy edge measures the gap.
+    idle_from: Option<Duration>,
     period_start: Duration,
     /// BE held time within the current period, over closed holds.
     held_in_period: Duration,
@@ -411,6 +422,8 @@ impl Policy {
             retry_at: None,
             pending_edge: None,
             min_share_blocked: false,
+            idle: cfg.idle_hysteresis,
+            idle_from: None,
             period_start: now,
             held_in_period: Duration::ZERO,
             counters: Counters::default(),
@@ -431,6 +444,11 @@ impl Policy {
     /// Whether BE is (meant to be) off the GPU.
     pub fn is_held(&self) -> bool {
         self.held
+    }
+
+    /// The idle hysteresis the next `ALL_IDLE` asks for.
+    pub fn idle_hysteresis(&self) -> Duration {
+        self.idle
     }
 
     /// The counters.
@@ -512,6 +530,9 @@ impl Policy {
             }
             Event::LcBusy { edge } => {
                 if self.mode == Mode::LcIdle {
+                    if let Some(from) = self.idle_from.take() {
+                        self.learn_gap(edge.saturating_sub(from));
+                    }
                     self.mode = Mode::LcBusy;
                     self.pending_edge = Some(edge);
                     rearm = true;
@@ -520,6 +541,7 @@ impl Policy {
             Event::LcIdle => {
                 if self.mode == Mode::LcBusy {
                     self.mode = Mode::LcIdle;
+                    self.idle_from = Some(now.saturating_sub(self.idle));
                     rearm = true;
                 }
             }
@@ -554,6 +576,7 @@ impl Policy {
         if lc_after == 0 && self.mode != Mode::NoLc {
             self.mode = Mode::NoLc;
             self.pending_edge = None;
+            self.idle_from = None;
             rearm = true;
         } else if lc_after > 0 && self.mode == Mode::NoLc {
             self.mode = Mode::LcIdle;
@@ -596,8 +619,29 @@ impl Policy {
             },
             Mode::LcBusy => Action::ArmAllIdle {
                 period: self.cfg.sample_period,
-                idle: self.cfg.idle_hysteresis,
+                idle: self.idle,
             },
+        }
+    }
+
+    /// Learns the hysteresis from a gap in LC's work that ended `gap`
+    /// after LC went idle. A gap the hysteresis may cover (at most
+    /// `idle_hysteresis_max`) is one where resuming BE bought it little
+    /// and cost the next LC work a whole reaction: such gaps are covered
+    /// from now on, with a quarter more for margin. A longer gap is a
+    /// resume that paid; the hysteresis decays by an eighth of its excess
+    /// towards the configured one, so that it comes back down once the
+    /// short gaps end. (Gaps the hysteresis covers are never seen: the
+    /// decay is what finds out whether they are still there.)
+    fn learn_gap(&mut self, gap: Duration) {
+        let (least, most) = (self.cfg.idle_hysteresis, self.cfg.idle_hysteresis_max);
+        if most <= least {
+            return;
+        }
+        if gap <= most {
+            self.idle = self.idle.max((gap + gap / 4).min(most));
+        } else {
+            self.idle = least + self.idle.saturating_sub(least) * 7 / 8;
         }
     }
 
@@ -787,9 +831,29 @@ mod tests {
             lease: ms(200),
             sample_period: us(50),
             idle_hysteresis: us(1000),
+            idle_hysteresis_max: us(1000),
             min_share_period: ms(1000),
             min_share_budget: ms(100),
         }
+    }
+
+    /// The `ALL_IDLE` hysteresis asked for among `a`.
+    fn armed_idle(a: &[Action]) -> Option<Duration> {
+        a.iter().find_map(|a| match a {
+            Action::ArmAllIdle { idle, .. } => Some(*idle),
+            _ => None,
+        })
+    }
+
+    /// One LC burst from `busy` to `idle` (the idle edge as the kernel
+    /// reports it, the hysteresis after the work ended), acknowledged at
+    /// once.
+    fn burst(p: &mut Policy, busy: Duration, idle: Duration) {
+        let a = p.handle(busy, Event::LcBusy { edge: busy });
+        assert!(has_preempt(&a), "{a:?}");
+        p.handle(busy, Event::PreemptDone { retry_after: None });
+        let a = p.handle(idle, Event::LcIdle);
+        assert!(has_resume(&a), "{a:?}");
     }
 
     const LC: i32 = 100;
@@ -913,6 +977,84 @@ mod tests {
         assert_eq!(p.held_total(ms(200)), ms(85));
         // An LcIdle while idle is stale: nothing to do.
         assert!(p.handle(ms(96), Event::LcIdle).is_empty());
+    }
+
+    #[test]
+    fn a_fixed_hysteresis_ignores_short_gaps() {
+        let mut p = setup(cfg());
+        // LC comes back 2 ms after going idle, again and again.
+        let mut t = ms(10);
+        for _ in 0..5 {
+            let a = p.handle(t, Event::LcBusy { edge: t });
+            assert_eq!(armed_idle(&a), Some(us(1000)), "{a:?}");
+            p.handle(t, Event::PreemptDone { retry_after: None });
+            t += ms(5);
+            p.handle(t, Event::LcIdle);
+            t += ms(1);
+        }
+        assert_eq!(p.idle_hysteresis(), us(1000));
+    }
+
+    #[test]
+    fn a_short_gap_grows_the_hysteresis_to_cover_it_up_to_the_most() {
+        let mut p = setup(PolicyConfig {
+            idle_hysteresis_max: ms(8),
+            ..cfg()
+        });
+        // Busy at 10 ms, idle edge at 16 ms: LC went idle at 15 ms. It is
+        // busy again at 18 ms, a 3 ms gap: covered with a quarter more.
+        burst(&mut p, ms(10), ms(16));
+        let a = p.handle(ms(18), Event::LcBusy { edge: ms(18) });
+        assert_eq!(armed_idle(&a), Some(us(3750)), "{a:?}");
+        p.handle(ms(18), Event::PreemptDone { retry_after: None });
+        // Idle edge at 30 ms: LC went idle 3.75 ms before, and is back
+        // 1 ms after the edge: a 4.75 ms gap.
+        p.handle(ms(30), Event::LcIdle);
+        let a = p.handle(ms(31), Event::LcBusy { edge: ms(31) });
+        assert_eq!(
+            armed_idle(&a),
+            Some(us(5937) + Duration::from_nanos(500)),
+            "{a:?}"
+        );
+        p.handle(ms(31), Event::PreemptDone { retry_after: None });
+        // A 7 ms gap would want 8.75 ms: the most is 8 ms.
+        p.handle(ms(40), Event::LcIdle);
+        let from = ms(40) - us(5937) - Duration::from_nanos(500);
+        let a = p.handle(ms(41), Event::LcBusy { edge: from + ms(7) });
+        assert_eq!(armed_idle(&a), Some(ms(8)), "{a:?}");
+    }
+
+    #[test]
+    fn long_gaps_bring_the_hysteresis_back_down() {
+        let mut p = setup(PolicyConfig {
+            idle_hysteresis_max: ms(9),
+            ..cfg()
+        });
+        burst(&mut p, ms(10), ms(16));
+        // A 7.2 ms gap: 9 ms.
+        let a = p.handle(
+            ms(22) + us(200),
+            Event::LcBusy {
+                edge: ms(22) + us(200),
+            },
+        );
+        assert_eq!(armed_idle(&a), Some(ms(9)), "{a:?}");
+        p.handle(ms(23), Event::PreemptDone { retry_after: None });
+        p.handle(ms(40), Event::LcIdle);
+        // Gaps longer than the most: each takes an eighth of the excess
+        // over the configured 1 ms off.
+        let mut want = ms(9);
+        let mut t = ms(100);
+        for _ in 0..20 {
+            want = us(1000) + (want - us(1000)) * 7 / 8;
+            let a = p.handle(t, Event::LcBusy { edge: t });
+            assert_eq!(armed_idle(&a), Some(want), "{a:?}");
+            p.handle(t, Event::PreemptDone { retry_after: None });
+            p.handle(t + ms(5), Event::LcIdle);
+            t += ms(100);
+        }
+        assert_eq!(p.idle_hysteresis(), want);
+        assert!(want < ms(2), "{want:?}");
     }
 
     #[test]

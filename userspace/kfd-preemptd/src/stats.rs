@@ -63,6 +63,10 @@ pub struct DecisionStats {
     pub lower_queues: usize,
     /// Lower levels' run time in the current minimum-share window, ms.
     pub be_run_in_period_ms: f64,
+    /// The idle hysteresis it arms `ALL_IDLE` with now, µs: the
+    /// configured one, or more as learnt from the level's gaps (up to
+    /// `idle_hysteresis_max_us`).
+    pub idle_hysteresis_us: u64,
     /// Its counters.
     pub counters: CounterStats,
     /// Its reaction latency (busy edge seen by the module to preemption
@@ -237,8 +241,10 @@ pub struct ConfigStats {
     pub lease_ms: u64,
     /// ARM sampling period, µs.
     pub sample_period_us: u64,
-    /// Idle hysteresis, µs.
+    /// Idle hysteresis, µs: the least.
     pub idle_hysteresis_us: u64,
+    /// The most the idle hysteresis grows to, µs.
+    pub idle_hysteresis_max_us: u64,
     /// Minimum-share window, ms.
     pub min_share_period_ms: u64,
     /// Minimum-share budget, ms.
@@ -253,6 +259,7 @@ impl From<&PolicyConfig> for ConfigStats {
             lease_ms: ms(c.lease),
             sample_period_us: us(c.sample_period),
             idle_hysteresis_us: us(c.idle_hysteresis),
+            idle_hysteresis_max_us: us(c.idle_hysteresis_max),
             min_share_period_ms: ms(c.min_share_period),
             min_share_budget_ms: ms(c.min_share_budget),
         }
@@ -364,6 +371,7 @@ impl Stats {
                 watched_queues: d.watched_queues,
                 lower_queues: d.lower_queues,
                 be_run_in_period_ms: p.be_run_in_period(now).as_secs_f64() * 1e3,
+                idle_hysteresis_us: p.idle_hysteresis().as_micros() as u64,
                 counters: counter_stats(c, p.held_total(now)),
                 reaction_latency_us: p.latency().into(),
                 reaction_phases: d.phases.into(),

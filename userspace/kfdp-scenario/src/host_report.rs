@@ -23,6 +23,13 @@
 //! LC P99 bounds are a benchmark's; the debug kernel in TCG misses them
 //! (`make scenario` judges them).
 //!
+//! An LC tenant whose requests return to the host between their
+//! dispatches (`lc --gap-ms`) is judged as the other LC nodes, and also by
+//! how many preemptions each of its requests cost: one per request when
+//! the daemon's idle hysteresis has learnt to cover the gaps, one per
+//! dispatch when a hysteresis shorter than the gaps resumes BE inside
+//! every request ([`SEQ_PREEMPTIONS_MAX`]).
+//!
 //! It also reports, from the simulated node's own clock, the reaction
 //! time (an LC doorbell to the BE queues unmapped) with where the daemon's
 //! statistics say it went, the short-request tenant's ratios, and the
@@ -54,6 +61,11 @@ pub const BE_LOSS_MARGIN: f64 = 0.10;
 pub const HOST_PROTECTION_MIN: f64 = 0.5;
 /// Least part of its fair share BE keeps on an LC node (`make check`).
 pub const HOST_BE_KEPT_MIN: f64 = 0.4;
+/// Most preemptions per request of a tenant with gaps between its
+/// dispatches, as a part of its dispatches per request (`make check`):
+/// half of one per dispatch. The hysteresis, once learnt, makes it one per
+/// request; TCG's late wakeups and the hysteresis's decay add some.
+pub const SEQ_PREEMPTIONS_MAX: f64 = 0.5;
 
 /// Where the runs' files are and how the nodes were used.
 #[derive(Debug, Clone)]
@@ -220,6 +232,47 @@ fn judge_lc_node(
     ));
 }
 
+/// The hysteresis (µs) the daemon's decision on `gpu_id` had learnt at the
+/// end of its run, from its statistics.
+fn learnt_hysteresis_us(stats: &Path, gpu_id: u32) -> Option<u64> {
+    let stats: Value = serde_json::from_str(&fs::read_to_string(stats).ok()?).ok()?;
+    stats
+        .get("decisions")?
+        .as_array()?
+        .iter()
+        .filter(|d| d.get("gpu_id").and_then(Value::as_u64) == Some(u64::from(gpu_id)))
+        .find_map(|d| d.get("idle_hysteresis_us").and_then(Value::as_u64))
+}
+
+/// Judges the preemptions per request of a tenant with gaps between its
+/// dispatches: its report line and its check.
+fn judge_sequenced(
+    node: u32,
+    daemon: &LcResult,
+    suspended: u64,
+    stats: &Path,
+) -> (String, Criterion) {
+    let per_request = suspended as f64 / (daemon.requests.max(1) as f64);
+    let of_dispatches = per_request / f64::from(daemon.chain.max(1));
+    let learnt = learnt_hysteresis_us(stats, daemon.gpu_id)
+        .map_or("unknown".to_string(), |us| format!("{us} us"));
+    let line = format!(
+        "requests with {:.1} ms gaps on node {node}: {} requests of {} dispatches, {suspended} preemptions ({per_request:.2} a request); the hysteresis learnt: {learnt}",
+        daemon.gap_ms, daemon.requests, daemon.chain
+    );
+    let check = Criterion::new(
+        format!("node{node}-hysteresis-covers-gaps"),
+        format!(
+            "node {node}: {per_request:.2} preemptions a request of {} dispatches with {:.1} ms gaps <= {SEQ_PREEMPTIONS_MAX} a dispatch",
+            daemon.chain, daemon.gap_ms
+        ),
+        of_dispatches,
+        None,
+        Some(SEQ_PREEMPTIONS_MAX),
+    );
+    (line, check)
+}
+
 /// Reads the runs and judges them.
 pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let file = |name: String| a.dir.join(name);
@@ -227,6 +280,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let mut checks: Vec<Criterion> = Vec::new();
     let mut text = String::new();
     let mut lc_nodes = Vec::new();
+    let mut seq_lines: Vec<String> = Vec::new();
     let _ = writeln!(
         text,
         "node  role            LC P99 alone  LC P99 daemon  ratio   BE alone  BE daemon  kept   preempted"
@@ -253,7 +307,14 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             } else {
                 f64::INFINITY
             };
-            let role = if is_short { "LC short" } else { "LC" };
+            let sequenced = daemon.gap_ms > 0.0;
+            let role = if is_short {
+                "LC short"
+            } else if sequenced {
+                "LC seq"
+            } else {
+                "LC"
+            };
             let _ = writeln!(
                 text,
                 "{node:>4}  {role:<14} {:>12.2}  {:>13.2}  {ratio:>5.2}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
@@ -267,6 +328,11 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                     &mut criteria,
                     &mut checks,
                 );
+            }
+            if is_lc && sequenced {
+                let (line, check) = judge_sequenced(node, &daemon, suspended, &a.stats);
+                seq_lines.push(line);
+                checks.push(check);
             }
             lc_nodes.push((
                 is_short,
@@ -371,6 +437,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             "reaction_p50_ms": sp50, "reaction_p99_ms": sp99,
         }));
     }
+    for line in &seq_lines {
+        let _ = writeln!(text, "{line}");
+    }
     if let Some(c) = cpu {
         let _ = writeln!(
             text,
@@ -436,6 +505,40 @@ mod tests {
         assert_eq!(reactions_ms(&r), vec![0.0006, 0.0001]);
         assert!(parse_log("1 2\n").is_err());
         assert!(parse_log("# dropped x\n").is_err());
+    }
+
+    #[test]
+    fn a_sequenced_tenant_is_judged_by_preemptions_per_request() {
+        let daemon: LcResult = serde_json::from_value(json!({
+            "role": "lc", "requests": 100, "latencies_ms": [], "p50_ms": 0.0,
+            "p99_ms": 0.0, "p999_ms": 0.0, "work_ms_per_request": 15.0,
+            "duration_s": 5.0, "rate": 20.0, "chain": 3, "gap_ms": 2.0,
+            "gpu_id": 20738,
+        }))
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("kfdp-host-report-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let stats = dir.join("stats.json");
+        fs::write(
+            &stats,
+            r#"{"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
+                {"gpu_id": 20738, "idle_hysteresis_us": 3750}]}"#,
+        )
+        .unwrap();
+        // One preemption a request, and a few more: the gaps are covered.
+        let (line, c) = judge_sequenced(3, &daemon, 120, &stats);
+        assert!(c.pass, "{}", c.rule);
+        assert!((c.value - 0.4).abs() < 1e-9, "{}", c.value);
+        assert!(
+            line.contains("1.20 a request") && line.contains("3750 us"),
+            "{line}"
+        );
+        // One a dispatch: BE was resumed inside every request.
+        let (_, c) = judge_sequenced(3, &daemon, 290, &stats);
+        assert!(!c.pass, "{}", c.rule);
+        let (line, _) = judge_sequenced(3, &daemon, 100, &dir.join("missing.json"));
+        assert!(line.contains("learnt: unknown"), "{line}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

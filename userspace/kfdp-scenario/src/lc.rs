@@ -3,6 +3,11 @@
 //! request's latency runs from its arrival time (when it was due) to the
 //! node's `end_ns` of its last dispatch, so neither a late submission nor
 //! when this loop notices the completion changes it.
+//!
+//! With `--gap-ms`, a request is a sequence rather than a chain: each
+//! dispatch after the first is submitted that long after the one before it
+//! ended (a request that returns to the host between its kernels, as a
+//! decode step does), and requests are served one after the other.
 
 use std::{
     collections::VecDeque,
@@ -46,6 +51,10 @@ pub struct LcArgs {
     /// Dispatches per request, submitted together.
     #[arg(long, default_value_t = 3)]
     pub chain: u32,
+    /// Host time between the dispatches of a request, ms: each is submitted
+    /// this long after the previous one ended. 0: a chain submitted at once.
+    #[arg(long, default_value_t = 0.0)]
+    pub gap_ms: f64,
     /// Node time of one dispatch, ms.
     #[arg(long, default_value_t = 5.0)]
     pub work_ms: f64,
@@ -123,6 +132,7 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         return Err(format!("--chain must be 1 to {RING_PACKETS}").into());
     }
     let work = from_ms("--work-ms", args.work_ms)?;
+    let gap = from_ms("--gap-ms", args.gap_ms)?;
     let window = Duration::try_from_secs_f64(args.duration_s)
         .map_err(|_| "--duration-s must be a finite, non-negative number")?;
 
@@ -136,17 +146,68 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
     }
 
     let mut rng = Rng::new(args.seed);
+    let (requests, late, latencies_ms, incomplete) = if gap.is_zero() {
+        chained(args, &ring, work, window, &mut rng)?
+    } else {
+        sequenced(args, &ring, work, gap, window, &mut rng)?
+    };
+    if incomplete > 0 {
+        eprintln!(
+            "kfdp-scenario lc: {incomplete} request(s) unfinished {} s after the window; left out of the latencies",
+            DRAIN.as_secs()
+        );
+    }
+    if late > 0 {
+        eprintln!("kfdp-scenario lc: {late} request(s) submitted more than 1 ms late");
+    }
+
+    let (p50_ms, p99_ms, p999_ms) = stats::tail(&latencies_ms);
+    let q = ring.queue();
+    Ok(LcResult {
+        role: "lc".into(),
+        requests,
+        latencies_ms,
+        p50_ms,
+        p99_ms,
+        p999_ms,
+        work_ms_per_request: f64::from(args.chain) * args.work_ms,
+        duration_s: args.duration_s,
+        rate: args.rate,
+        chain: args.chain,
+        gap_ms: args.gap_ms,
+        work_ms: args.work_ms,
+        seed: args.seed,
+        incomplete,
+        late_submits: late,
+        node: args.node,
+        queue_id: q.queue_id,
+        gpu_id: q.gpu_id,
+    })
+}
+
+/// What a run of requests gives: requests, late submissions, latencies
+/// (ms) and requests still unfinished after the drain.
+type Outcome = (u64, u64, Vec<f64>, u64);
+
+/// Open-loop requests whose dispatches are submitted together.
+fn chained(
+    args: &LcArgs,
+    ring: &SimRing<'_>,
+    work: Duration,
+    window: Duration,
+    rng: &mut Rng,
+) -> Result<Outcome> {
     let gap_ns = |rng: &mut Rng| (rng.exponential(args.rate) * 1e9) as u64;
     let start = now_ns();
     let end = start + ns(window);
-    let mut next_arrival = start + gap_ns(&mut rng);
+    let mut next_arrival = start + gap_ns(rng);
     let mut outstanding = VecDeque::new();
     let mut latencies_ms = Vec::new();
     let (mut requests, mut late) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(args.chain as usize);
 
     while next_arrival < end {
-        drain(&ring, &mut outstanding, &mut latencies_ms);
+        drain(ring, &mut outstanding, &mut latencies_ms);
         let now = now_ns();
         if now < next_arrival {
             sleep(POLL.min(Duration::from_nanos(next_arrival - now)));
@@ -171,47 +232,93 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         });
         requests += 1;
         // Arrivals follow their own schedule, not the submit times.
-        next_arrival += gap_ns(&mut rng);
+        next_arrival += gap_ns(rng);
     }
 
     let deadline = now_ns() + ns(DRAIN);
     loop {
-        drain(&ring, &mut outstanding, &mut latencies_ms);
+        drain(ring, &mut outstanding, &mut latencies_ms);
         if outstanding.is_empty() || now_ns() >= deadline {
             break;
         }
         sleep(POLL);
     }
-    if !outstanding.is_empty() {
-        eprintln!(
-            "kfdp-scenario lc: {} request(s) unfinished {} s after the window; left out of the latencies",
-            outstanding.len(),
-            DRAIN.as_secs()
-        );
-    }
-    if late > 0 {
-        eprintln!("kfdp-scenario lc: {late} request(s) submitted more than 1 ms late");
-    }
+    Ok((requests, late, latencies_ms, outstanding.len() as u64))
+}
 
-    let (p50_ms, p99_ms, p999_ms) = stats::tail(&latencies_ms);
-    let q = ring.queue();
-    Ok(LcResult {
-        role: "lc".into(),
-        requests,
-        latencies_ms,
-        p50_ms,
-        p99_ms,
-        p999_ms,
-        work_ms_per_request: f64::from(args.chain) * args.work_ms,
-        duration_s: args.duration_s,
-        rate: args.rate,
-        chain: args.chain,
-        work_ms: args.work_ms,
-        seed: args.seed,
-        incomplete: outstanding.len() as u64,
-        late_submits: late,
-        node: args.node,
-        queue_id: q.queue_id,
-        gpu_id: q.gpu_id,
-    })
+/// Open-loop requests served one after the other, each a sequence of
+/// `args.chain` dispatches with `gap` of host time between one's end and
+/// the next one's submission.
+fn sequenced(
+    args: &LcArgs,
+    ring: &SimRing<'_>,
+    work: Duration,
+    gap: Duration,
+    window: Duration,
+    rng: &mut Rng,
+) -> Result<Outcome> {
+    let gap_ns = |rng: &mut Rng| (rng.exponential(args.rate) * 1e9) as u64;
+    let start = now_ns();
+    let end = start + ns(window);
+    let drain_end = end + ns(DRAIN);
+    let mut arrivals = VecDeque::new();
+    let mut next_arrival = start + gap_ns(rng);
+    let mut latencies_ms = Vec::new();
+    let (mut requests, mut late) = (0u64, 0u64);
+    // The request being served: its arrival, the dispatches it has left
+    // to submit, and the ring index of the one on the node (if any).
+    let mut current: Option<(u64, u32, Option<u64>)> = None;
+    // When the next dispatch of `current` may be submitted.
+    let mut not_before = 0u64;
+    loop {
+        let now = now_ns();
+        while next_arrival < end && next_arrival <= now {
+            arrivals.push_back(next_arrival);
+            requests += 1;
+            next_arrival += gap_ns(rng);
+        }
+        if let Some((arrival, left, Some(index))) = current {
+            if index < ring.read_index() {
+                let ended = ring.times(index).end_ns;
+                if left == 0 {
+                    latencies_ms.push(ended.saturating_sub(arrival) as f64 / 1e6);
+                    current = None;
+                } else {
+                    current = Some((arrival, left, None));
+                    not_before = ended + ns(gap);
+                }
+            }
+        }
+        if current.is_none() {
+            if let Some(arrival) = arrivals.pop_front() {
+                current = Some((arrival, args.chain, None));
+                not_before = 0;
+            }
+        }
+        if let Some((arrival, left, None)) = current {
+            if now >= not_before {
+                let first = left == args.chain;
+                if first && now - arrival > LATE_NS {
+                    late += 1;
+                }
+                let index = ring.submit(&[(work, requests)])?;
+                current = Some((arrival, left - 1, Some(index)));
+                continue;
+            }
+        }
+        if current.is_none() && arrivals.is_empty() && next_arrival >= end {
+            break;
+        }
+        if now >= drain_end {
+            break;
+        }
+        let wake = if current.is_some_and(|c| c.2.is_none()) {
+            not_before
+        } else {
+            next_arrival.min(now + ns(POLL))
+        };
+        sleep(POLL.min(Duration::from_nanos(wake.saturating_sub(now).max(1))));
+    }
+    let incomplete = arrivals.len() as u64 + u64::from(current.is_some());
+    Ok((requests, late, latencies_ms, incomplete))
 }

@@ -88,6 +88,7 @@ mod tests {
             duration_s,
             rate,
             chain,
+            gap_ms: 0.0,
             work_ms,
             seed: 7,
             incomplete: 0,

@@ -30,6 +30,10 @@ pub struct LcResult {
     /// Dispatches per request.
     #[serde(default)]
     pub chain: u32,
+    /// Host time between a request's dispatches, ms (0: a chain
+    /// submitted at once).
+    #[serde(default)]
+    pub gap_ms: f64,
     /// Node time of one dispatch, ms.
     #[serde(default)]
     pub work_ms: f64,
