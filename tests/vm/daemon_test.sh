@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # kfd-preemptd against simulated tenants, as an operator runs it: a
-# misconfiguration exits 2 with nothing preempted; --once classifies by
+# misconfiguration exits 2 with nothing preempted (a [[node]] must name a
+# node of this host); --once classifies by
 # selector; a latency-critical request preempts the best-effort tenant and
 # its end resumes it; a best-effort tenant exiting while held; the lease
 # when the daemon stalls; SIGKILL at random points leaves nothing
@@ -34,7 +35,7 @@ if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
 	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), kfd-preemptd and kfdp-scenario"
 	exit 4
 fi
-echo "1..11"
+echo "1..13"
 
 config() { # hysteresis_us lease_ms
 	cat <<EOF
@@ -81,6 +82,18 @@ kfd-preemptd --check-config bad2.toml >bad2.out 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q sample_period_us bad2.out
 check $? "--check-config refuses a period below 10 us"
+# [[node]] sections must name nodes of this host (here the simulated ones,
+# gpu_id 0x5100 + n, which the module's status lists).
+printf '[[node]]\ngpu_id = 0x5100\nidle_hysteresis_us = 3000\n' >node.toml
+kfd-preemptd --check-config node.toml >node.out 2>&1
+check $? "--check-config accepts a [[node]] of a simulated node"
+printf '[[node]]\ngpu_id = 0x5100\n[[node]]\ngpu_id = 0x7777\n' >bad3.toml
+kfd-preemptd --config bad3.toml >bad3.out 2>&1
+rc=$?
+sed 's/^/# /' bad3.out
+[ $rc = 2 ] && grep -q 'node\[1\].gpu_id: 0x7777 is not a node of this host' bad3.out &&
+	[ "$(suspended)" = 0 ]
+check $? "a [[node]] of no node of this host: exit 2 naming the key"
 
 # 2. Selectors: env opt-in and comm; an unmatched tenant is ignored.
 config 1000 200 >good.toml

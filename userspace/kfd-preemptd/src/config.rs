@@ -18,7 +18,13 @@
 //! # Ok::<(), kfd_preemptd::config::ConfigError>(())
 //! ```
 
-use std::{collections::HashSet, fmt, path::Path, path::PathBuf, time::Duration};
+use std::{
+    collections::{BTreeSet, HashSet},
+    fmt,
+    path::Path,
+    path::PathBuf,
+    time::Duration,
+};
 
 use serde::Deserialize;
 
@@ -185,6 +191,18 @@ impl DaemonConfig {
     pub fn idle_hysteresis_max(&self) -> Duration {
         Duration::from_micros(self.idle_hysteresis_max_us.into()).max(self.idle_hysteresis())
     }
+    /// These settings with `node`'s overrides.
+    pub fn for_node(&self, node: &NodeConfig) -> DaemonConfig {
+        DaemonConfig {
+            idle_hysteresis_us: node.idle_hysteresis_us.unwrap_or(self.idle_hysteresis_us),
+            idle_hysteresis_max_us: node
+                .idle_hysteresis_max_us
+                .unwrap_or(self.idle_hysteresis_max_us),
+            min_share_period_ms: node.min_share_period_ms.unwrap_or(self.min_share_period_ms),
+            min_share_budget_ms: node.min_share_budget_ms.unwrap_or(self.min_share_budget_ms),
+            ..self.clone()
+        }
+    }
     /// `lease_ms` as a duration.
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms.into())
@@ -243,6 +261,27 @@ pub struct Config {
     /// The `[[class]]` rules, in file order: the first match wins.
     #[serde(default, rename = "class")]
     pub classes: Vec<ClassRule>,
+    /// The `[[node]]` sections: the policy tunables of one node's
+    /// decisions, where they differ from `[daemon]`'s.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeConfig>,
+}
+
+/// One `[[node]]` section: the tunables of the decisions on one KFD node
+/// (every level's there); a key left out keeps `[daemon]`'s value.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The node: its topology gpu_id (`/sys/class/kfd/kfd/topology/nodes/N/gpu_id`).
+    pub gpu_id: u32,
+    /// As `daemon.idle_hysteresis_us`.
+    pub idle_hysteresis_us: Option<u32>,
+    /// As `daemon.idle_hysteresis_max_us`.
+    pub idle_hysteresis_max_us: Option<u32>,
+    /// As `daemon.min_share_period_ms`.
+    pub min_share_period_ms: Option<u32>,
+    /// As `daemon.min_share_budget_ms`.
+    pub min_share_budget_ms: Option<u32>,
 }
 
 /// Why a configuration was refused. The message names the key.
@@ -288,7 +327,85 @@ fn invalid(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Checks the policy tunables that `[daemon]` and each `[[node]]` may set,
+/// naming the keys under `prefix` (`daemon.` or `node[N].`).
+fn check_tunables(d: &DaemonConfig, prefix: &str) -> Result<(), ConfigError> {
+    if d.idle_hysteresis_us == 0 {
+        // Zero would resume best-effort work between two kernels of
+        // one latency-critical request.
+        return Err(invalid(
+            format!("{prefix}idle_hysteresis_us"),
+            "must be at least 1 (a few sample periods is typical)",
+        ));
+    }
+    if d.idle_hysteresis_us > MAX_IDLE_US {
+        return Err(invalid(
+            format!("{prefix}idle_hysteresis_us"),
+            format!("is above the module's limit of {MAX_IDLE_US} µs"),
+        ));
+    }
+    if d.idle_hysteresis_max_us != 0 && d.idle_hysteresis_max_us < d.idle_hysteresis_us {
+        return Err(invalid(
+            format!("{prefix}idle_hysteresis_max_us"),
+            format!(
+                "{} is below {prefix}idle_hysteresis_us ({}); 0 keeps the hysteresis fixed",
+                d.idle_hysteresis_max_us, d.idle_hysteresis_us
+            ),
+        ));
+    }
+    if d.idle_hysteresis_max_us > MAX_IDLE_US {
+        return Err(invalid(
+            format!("{prefix}idle_hysteresis_max_us"),
+            format!("is above the module's limit of {MAX_IDLE_US} µs"),
+        ));
+    }
+    if d.min_share_period_ms == 0 {
+        return Err(invalid(
+            format!("{prefix}min_share_period_ms"),
+            "must be at least 1",
+        ));
+    }
+    if d.min_share_budget_ms >= d.min_share_period_ms {
+        return Err(invalid(
+            format!("{prefix}min_share_budget_ms"),
+            format!(
+                "{} must be less than {prefix}min_share_period_ms ({}); 0 turns the guarantee off",
+                d.min_share_budget_ms, d.min_share_period_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
+    /// The `[[node]]` section of the node `gpu_id`, if any.
+    pub fn node(&self, gpu_id: u32) -> Option<&NodeConfig> {
+        self.nodes.iter().find(|n| n.gpu_id == gpu_id)
+    }
+
+    /// Checks that every `[[node]]` names a node of this host, given the
+    /// gpu_ids it has (an empty set: the host's nodes are not known, and
+    /// nothing is checked).
+    pub fn check_nodes(&self, host: &BTreeSet<u32>) -> Result<(), ConfigError> {
+        if host.is_empty() {
+            return Ok(());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !host.contains(&n.gpu_id) {
+                let known: Vec<String> = host.iter().map(|g| format!("{g:#x}")).collect();
+                return Err(invalid(
+                    format!("node[{i}].gpu_id"),
+                    format!(
+                        "{:#x} is not a node of this host (its GPU nodes: {})",
+                        n.gpu_id,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Reads and validates the file at `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
@@ -347,35 +464,6 @@ impl Config {
                 ),
             ));
         }
-        if d.idle_hysteresis_us == 0 {
-            // Zero would resume best-effort work between two kernels of
-            // one latency-critical request.
-            return Err(invalid(
-                "daemon.idle_hysteresis_us",
-                "must be at least 1 (a few sample periods is typical)",
-            ));
-        }
-        if d.idle_hysteresis_us > MAX_IDLE_US {
-            return Err(invalid(
-                "daemon.idle_hysteresis_us",
-                format!("is above the module's limit of {MAX_IDLE_US} µs"),
-            ));
-        }
-        if d.idle_hysteresis_max_us != 0 && d.idle_hysteresis_max_us < d.idle_hysteresis_us {
-            return Err(invalid(
-                "daemon.idle_hysteresis_max_us",
-                format!(
-                    "{} is below daemon.idle_hysteresis_us ({}); 0 keeps the hysteresis fixed",
-                    d.idle_hysteresis_max_us, d.idle_hysteresis_us
-                ),
-            ));
-        }
-        if d.idle_hysteresis_max_us > MAX_IDLE_US {
-            return Err(invalid(
-                "daemon.idle_hysteresis_max_us",
-                format!("is above the module's limit of {MAX_IDLE_US} µs"),
-            ));
-        }
         if d.lease_ms == 0 {
             // Without a lease a stalled daemon could hold best-effort
             // queues off indefinitely; closing the device is the only other
@@ -388,17 +476,23 @@ impl Config {
                 format!("is above the module's limit of {MAX_LEASE_MS} ms (one day)"),
             ));
         }
-        if d.min_share_period_ms == 0 {
-            return Err(invalid("daemon.min_share_period_ms", "must be at least 1"));
-        }
-        if d.min_share_budget_ms >= d.min_share_period_ms {
-            return Err(invalid(
-                "daemon.min_share_budget_ms",
-                format!(
-                    "{} must be less than daemon.min_share_period_ms ({}); 0 turns the guarantee off",
-                    d.min_share_budget_ms, d.min_share_period_ms
-                ),
-            ));
+        check_tunables(d, "daemon.")?;
+        let mut seen = BTreeSet::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let key = format!("node[{i}]");
+            if n.gpu_id == 0 {
+                return Err(invalid(
+                    format!("{key}.gpu_id"),
+                    "0 is not a GPU node (the topology's gpu_id of a GPU is never 0)",
+                ));
+            }
+            if !seen.insert(n.gpu_id) {
+                return Err(invalid(
+                    format!("{key}.gpu_id"),
+                    format!("{:#x} has a [[node]] section already", n.gpu_id),
+                ));
+            }
+            check_tunables(&d.for_node(n), &format!("{key}."))?;
         }
         if d.levels.is_empty() || d.levels.len() > MAX_LEVELS {
             return Err(invalid(
@@ -671,6 +765,71 @@ mod tests {
         let many: Vec<String> = (0..=MAX_LEVELS).map(|i| format!("\"l{i}\"")).collect();
         let e = err(&format!("[daemon]\nlevels = [{}]\n", many.join(", ")));
         assert!(e.starts_with("daemon.levels:"), "{e}");
+    }
+
+    #[test]
+    fn node_sections_override_the_daemons_tunables_for_their_node() {
+        let c = Config::parse(
+            "[daemon]\nidle_hysteresis_us = 2000\nmin_share_budget_ms = 50\n\
+             [[node]]\ngpu_id = 0x5100\nidle_hysteresis_us = 500\nidle_hysteresis_max_us = 4000\n\
+             [[node]]\ngpu_id = 0x5101\nmin_share_period_ms = 200\nmin_share_budget_ms = 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        let n0 = c.daemon.for_node(c.node(0x5100).unwrap());
+        assert_eq!(
+            (n0.idle_hysteresis_us, n0.idle_hysteresis_max_us),
+            (500, 4000)
+        );
+        assert_eq!((n0.min_share_period_ms, n0.min_share_budget_ms), (1000, 50));
+        let n1 = c.daemon.for_node(c.node(0x5101).unwrap());
+        assert_eq!(n1.idle_hysteresis_us, 2000);
+        assert_eq!((n1.min_share_period_ms, n1.min_share_budget_ms), (200, 0));
+        assert!(c.node(0x5102).is_none());
+        // Known nodes pass; an unknown one is named; an unknown host is
+        // not checked.
+        let host = BTreeSet::from([0x5100, 0x5101, 0x5102]);
+        assert_eq!(c.check_nodes(&host), Ok(()));
+        let e = c
+            .check_nodes(&BTreeSet::from([0x5100, 0x5102]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("node[1].gpu_id: 0x5101 is not a node of this host")
+                && e.contains("0x5100, 0x5102"),
+            "{e}"
+        );
+        assert_eq!(c.check_nodes(&BTreeSet::new()), Ok(()));
+    }
+
+    #[test]
+    fn bad_node_sections_are_refused_naming_the_key() {
+        let e = err("[[node]]\ngpu_id = 7\n[[node]]\ngpu_id = 7\n");
+        assert!(
+            e.starts_with("node[1].gpu_id:") && e.contains("already"),
+            "{e}"
+        );
+        let e = err("[[node]]\ngpu_id = 0\n");
+        assert!(e.starts_with("node[0].gpu_id:"), "{e}");
+        // The node's value against the daemon's: the node's key is named.
+        let e = err(
+            "[daemon]\nmin_share_period_ms = 100\nmin_share_budget_ms = 0\n\
+                     [[node]]\ngpu_id = 7\nmin_share_budget_ms = 100\n",
+        );
+        assert!(
+            e.starts_with("node[0].min_share_budget_ms: 100 must be less than node[0].min_share_period_ms (100)"),
+            "{e}"
+        );
+        let e = err("[[node]]\ngpu_id = 7\nidle_hysteresis_us = 0\n");
+        assert!(e.starts_with("node[0].idle_hysteresis_us:"), "{e}");
+        let e =
+            err("[[node]]\ngpu_id = 7\nidle_hysteresis_us = 3000\nidle_hysteresis_max_us = 2000\n");
+        assert!(e.starts_with("node[0].idle_hysteresis_max_us:"), "{e}");
+        // Keys a node cannot set, and a node without its gpu_id.
+        let e = err("[[node]]\ngpu_id = 7\nlease_ms = 5\n");
+        assert!(e.contains("lease_ms"), "{e}");
+        let e = err("[[node]]\nidle_hysteresis_us = 5\n");
+        assert!(e.contains("gpu_id"), "{e}");
     }
 
     #[test]

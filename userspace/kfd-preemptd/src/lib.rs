@@ -17,3 +17,4 @@ pub mod policy;
 pub mod stats;
 #[cfg(test)]
 mod testutil;
+pub mod topology;

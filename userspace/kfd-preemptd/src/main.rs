@@ -12,6 +12,7 @@ use kfd_preemptd::{
     config::{Config, ConfigError, Priority, DEFAULT_CONFIG_PATH},
     daemon,
     discover::Discovery,
+    topology,
 };
 
 /// Exit status of a configuration or usage error (clap's, too).
@@ -42,14 +43,21 @@ struct Cli {
     stats_path: Option<PathBuf>,
 }
 
+/// Reads and validates the configuration, and checks that its `[[node]]`
+/// sections name nodes of this host.
 fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
-    Config::load(path).map_err(|e| {
-        match e {
-            ConfigError::Read { .. } => eprintln!("kfd-preemptd: {e}"),
-            _ => eprintln!("kfd-preemptd: {}: {e}", path.display()),
-        }
-        ExitCode::from(EXIT_CONFIG)
-    })
+    Config::load(path)
+        .and_then(|c| {
+            c.check_nodes(&topology::host_gpu_ids(std::path::Path::new("/sys")))?;
+            Ok(c)
+        })
+        .map_err(|e| {
+            match e {
+                ConfigError::Read { .. } => eprintln!("kfd-preemptd: {e}"),
+                _ => eprintln!("kfd-preemptd: {}: {e}", path.display()),
+            }
+            ExitCode::from(EXIT_CONFIG)
+        })
 }
 
 fn once(cfg: &Config) -> ExitCode {

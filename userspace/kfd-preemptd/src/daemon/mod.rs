@@ -214,6 +214,19 @@ impl<'c, B: Backend> Daemon<'c, B> {
         self.lister = Some(lister);
     }
 
+    /// The policy tunables of the decisions on node `gpu_id`: `[daemon]`'s,
+    /// with the node's `[[node]]` overrides (the sampling period, raised to
+    /// the module's least, is every node's).
+    fn pcfg_for(&self, gpu_id: u32) -> PolicyConfig {
+        match self.cfg.node(gpu_id) {
+            Some(n) => PolicyConfig {
+                sample_period: self.pcfg.sample_period,
+                ..PolicyConfig::from(&self.cfg.daemon.for_node(n))
+            },
+            None => self.pcfg,
+        }
+    }
+
     /// The decisions' keys, by node then level.
     pub fn decisions(&self) -> impl Iterator<Item = ArenaKey> + '_ {
         self.arenas.keys().copied()

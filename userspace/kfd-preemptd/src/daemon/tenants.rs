@@ -240,7 +240,7 @@ impl<B: Backend> Daemon<'_, B> {
         let mut events = Vec::new();
         for key in keys {
             let want = watched.remove(&key).unwrap_or_default();
-            let pcfg = self.pcfg;
+            let pcfg = self.pcfg_for(key.0);
             let arena = self
                 .arenas
                 .entry(key)

@@ -824,6 +824,49 @@ fn lc_work_on_one_node_preempts_be_on_that_node_only() {
     assert!(d.stats(monotonic()).decisions.len() == 1);
 }
 
+#[test]
+fn a_node_section_tunes_the_decisions_of_its_node_only() {
+    // LC on both nodes; node B's decision waits 7 ms of idle time.
+    let (p, fake, cfg) = world_with(
+        "nodecfg",
+        &format!("[[node]]\ngpu_id = {B}\nidle_hysteresis_us = 7000\n"),
+    );
+    fake.s
+        .borrow_mut()
+        .queues
+        .get_mut(&BE)
+        .unwrap()
+        .push((B, 5, QueueType::ComputeAql));
+    add_second_server(&p, &fake, B, 9);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A, LC_B]);
+    fake.calls();
+    fake.set_busy(A, true);
+    fake.set_busy(B, true);
+    d.on_wakeups(&[LC_A, LC_B]);
+    let arms: Vec<(usize, Call)> = fake
+        .calls()
+        .into_iter()
+        .filter(|(_, c)| matches!(c, Call::Arm(..)))
+        .collect();
+    assert_eq!(
+        arms,
+        vec![
+            (1, Call::Arm(ArmCondition::AllIdle { idle: IDLE }, PERIOD)),
+            (
+                2,
+                Call::Arm(
+                    ArmCondition::AllIdle {
+                        idle: Duration::from_millis(7)
+                    },
+                    PERIOD
+                )
+            ),
+        ]
+    );
+}
+
 /// A second latency-critical server (pid [`LC2`]) with one queue on
 /// `gpu_id`.
 fn add_second_server(p: &FakeProc, fake: &Fake, gpu_id: u32, queue_id: u32) {
