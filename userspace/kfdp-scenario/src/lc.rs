@@ -185,6 +185,17 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
     })
 }
 
+/// The arrival window starting now: its start and end, ns.
+fn window_from_now(window: Duration) -> (u64, u64) {
+    let start = now_ns();
+    (start, start + ns(window))
+}
+
+/// The time to the next Poisson arrival at `rate` a second, ns.
+fn arrival_gap_ns(rate: f64, rng: &mut Rng) -> u64 {
+    (rng.exponential(rate) * 1e9) as u64
+}
+
 /// What a run of requests gives: requests, late submissions, latencies
 /// (ms) and requests still unfinished after the drain.
 type Outcome = (u64, u64, Vec<f64>, u64);
@@ -197,10 +208,8 @@ fn chained(
     window: Duration,
     rng: &mut Rng,
 ) -> Result<Outcome> {
-    let gap_ns = |rng: &mut Rng| (rng.exponential(args.rate) * 1e9) as u64;
-    let start = now_ns();
-    let end = start + ns(window);
-    let mut next_arrival = start + gap_ns(rng);
+    let (start, end) = window_from_now(window);
+    let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
     let mut outstanding = VecDeque::new();
     let mut latencies_ms = Vec::new();
     let (mut requests, mut late) = (0u64, 0u64);
@@ -232,7 +241,7 @@ fn chained(
         });
         requests += 1;
         // Arrivals follow their own schedule, not the submit times.
-        next_arrival += gap_ns(rng);
+        next_arrival += arrival_gap_ns(args.rate, rng);
     }
 
     let deadline = now_ns() + ns(DRAIN);
@@ -257,12 +266,10 @@ fn sequenced(
     window: Duration,
     rng: &mut Rng,
 ) -> Result<Outcome> {
-    let gap_ns = |rng: &mut Rng| (rng.exponential(args.rate) * 1e9) as u64;
-    let start = now_ns();
-    let end = start + ns(window);
+    let (start, end) = window_from_now(window);
     let drain_end = end + ns(DRAIN);
     let mut arrivals = VecDeque::new();
-    let mut next_arrival = start + gap_ns(rng);
+    let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
     let mut latencies_ms = Vec::new();
     let (mut requests, mut late) = (0u64, 0u64);
     // The request being served: its arrival, the dispatches it has left
@@ -275,7 +282,7 @@ fn sequenced(
         while next_arrival < end && next_arrival <= now {
             arrivals.push_back(next_arrival);
             requests += 1;
-            next_arrival += gap_ns(rng);
+            next_arrival += arrival_gap_ns(args.rate, rng);
         }
         if let Some((arrival, left, Some(index))) = current {
             if index < ring.read_index() {

@@ -793,7 +793,12 @@ fn a_refused_attach_is_not_retried_until_the_pid_exits() {
 
 /// LC on node A only; BE on nodes A and B.
 fn two_nodes(name: &str) -> (FakeProc, Fake, Config) {
-    let (p, fake, cfg) = world(name);
+    two_nodes_with(name, "")
+}
+
+/// [`two_nodes`] with `extra` configuration after `[daemon]`'s keys.
+fn two_nodes_with(name: &str, extra: &str) -> (FakeProc, Fake, Config) {
+    let (p, fake, cfg) = world_with(name, extra);
     fake.s
         .borrow_mut()
         .queues
@@ -827,24 +832,13 @@ fn lc_work_on_one_node_preempts_be_on_that_node_only() {
 #[test]
 fn a_node_section_tunes_the_decisions_of_its_node_only() {
     // LC on both nodes; node B's decision waits 7 ms of idle time.
-    let (p, fake, cfg) = world_with(
+    let (p, fake, cfg) = two_nodes_with(
         "nodecfg",
         &format!("[[node]]\ngpu_id = {B}\nidle_hysteresis_us = 7000\n"),
     );
-    fake.s
-        .borrow_mut()
-        .queues
-        .get_mut(&BE)
-        .unwrap()
-        .push((B, 5, QueueType::ComputeAql));
     add_second_server(&p, &fake, B, 9);
     let mut d = daemon(&p, &fake, &cfg);
-    d.scan();
-    assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A, LC_B]);
-    fake.calls();
-    fake.set_busy(A, true);
-    fake.set_busy(B, true);
-    d.on_wakeups(&[LC_A, LC_B]);
+    wake_both_nodes_busy(&mut d, &fake);
     let arms: Vec<(usize, Call)> = fake
         .calls()
         .into_iter()
@@ -865,6 +859,17 @@ fn a_node_section_tunes_the_decisions_of_its_node_only() {
             ),
         ]
     );
+}
+
+/// Scans (a decision on each of nodes A and B), then both nodes' LC work
+/// wakes the daemon at once; the calls made before are forgotten.
+fn wake_both_nodes_busy(d: &mut Daemon<'_, Fake>, fake: &Fake) {
+    d.scan();
+    assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A, LC_B]);
+    fake.calls();
+    fake.set_busy(A, true);
+    fake.set_busy(B, true);
+    d.on_wakeups(&[LC_A, LC_B]);
 }
 
 /// A second latency-critical server (pid [`LC2`]) with one queue on
@@ -890,12 +895,7 @@ fn decisions_busy_at_the_same_moment_share_one_preempt() {
     let (p, fake, cfg) = two_nodes("shared");
     add_second_server(&p, &fake, B, 0);
     let mut d = daemon(&p, &fake, &cfg);
-    d.scan();
-    assert_eq!(d.decisions().collect::<Vec<_>>(), vec![LC_A, LC_B]);
-    fake.calls();
-    fake.set_busy(A, true);
-    fake.set_busy(B, true);
-    d.on_wakeups(&[LC_A, LC_B]);
+    wake_both_nodes_busy(&mut d, &fake);
     let preempts: Vec<Call> = fake
         .main_calls()
         .into_iter()
