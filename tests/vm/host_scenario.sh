@@ -4,7 +4,8 @@
 # the host scenario of Documentation/userspace.rst. Latency-critical (LC)
 # tenants on nodes 0 and 1, a tenant of short, frequent requests on node 2,
 # an LC tenant whose requests return to the host for 2 ms between their
-# dispatches on node 3 (the daemon's hysteresis must learn to cover them),
+# dispatches on node 3 (the daemon's hysteresis must learn to cover them:
+# judged by the preemptions a request cost),
 # a best-effort (BE) tenant saturating every node (two 250 ms dispatches
 # outstanding, looked at every 20 ms: sixteen of them must leave the VM's
 # CPUs to the rest); each measured alone (the LC tenants together, then the
@@ -93,10 +94,10 @@ run() { # mode lc? be?
 			--go-file go &
 		renice -n $LC_NICE -p $! >/dev/null
 		pids="$pids $!" ready="$ready lc_${mode}_n$SHORT_NODE.ready"
-		# Requests of three 5 ms dispatches, each submitted 2 ms after the
-		# one before it ended.
-		KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $SEQ_NODE --rate 20 \
-			--chain 3 --work-ms 5 --gap-ms 2 --duration-s "$D" --seed $((SEED + 200)) \
+		# Requests of three 3 ms dispatches, each submitted 2 ms after the
+		# one before it ended, 10 a second.
+		KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $SEQ_NODE --rate 10 \
+			--chain 3 --work-ms 3 --gap-ms 2 --duration-s "$D" --seed $((SEED + 200)) \
 			--out "lc_${mode}_n$SEQ_NODE.json" --ready-file "lc_${mode}_n$SEQ_NODE.ready" \
 			--go-file go &
 		renice -n $LC_NICE -p $! >/dev/null
@@ -198,8 +199,8 @@ echo "# kfd-preemptd exited with $?"
 grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
 
 # shellcheck disable=SC2086 # node lists
-kfdp-scenario host-report --dir "$W" --nodes "$NODES" --lc-nodes "$(echo $LC_NODES $SEQ_NODE | tr ' ' ,)" \
-	--short-nodes $SHORT_NODE --stats preemptd_run.json --out-json host.json | tee host.txt
+kfdp-scenario host-report --dir "$W" --nodes "$NODES" --lc-nodes "$(echo $LC_NODES | tr ' ' ,)" \
+	--short-nodes $SHORT_NODE --seq-nodes $SEQ_NODE --stats preemptd_run.json --out-json host.json | tee host.txt
 rc=$?
 echo "=== kfdp-scenario host json begin ==="
 cat host.json

@@ -214,7 +214,7 @@ fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
     let _ = writeln!(
         out,
         "decisions (a level's work on a node against the lower levels there):\n  \
-         {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9}",
+         {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9} {:>7}",
         "GPU_ID",
         "LEVEL",
         "MODE",
@@ -224,7 +224,8 @@ fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
         "PREEMPTS",
         "RESUMES",
         "HELD_MS",
-        "MEAN_US"
+        "MEAN_US",
+        "IDLE_US"
     );
     for d in decisions {
         let gpu = d
@@ -246,7 +247,7 @@ fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
         };
         let _ = writeln!(
             out,
-            "  {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9}",
+            "  {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9} {:>7}",
             gpu,
             cell(d.get("level")),
             cell(d.get("mode")),
@@ -256,7 +257,8 @@ fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
             cell(field("preemptions")),
             cell(field("resumes")),
             held_ms,
-            mean
+            mean,
+            cell(d.get("idle_hysteresis_us"))
         );
     }
     out.push('\n');
@@ -478,6 +480,7 @@ mod tests {
       "decisions": [
         {"gpu_id": 20736, "level": "latency-critical", "mode": "lc-busy",
          "held": true, "watched_queues": 1, "lower_queues": 5,
+         "idle_hysteresis_us": 3750,
          "counters": {"preemptions": 12, "resumes": 11, "held_total_ms": 1234.5},
          "reaction_latency_us": {"count": 5, "sum_us": 1700}}
       ]
@@ -540,7 +543,8 @@ mod tests {
                 "12",
                 "11",
                 "1234.5",
-                "340"
+                "340",
+                "3750"
             ]
         );
         // Histogram rows, the fullest bucket with the longest bar.

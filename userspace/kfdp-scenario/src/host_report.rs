@@ -24,11 +24,12 @@
 //! (`make scenario` judges them).
 //!
 //! An LC tenant whose requests return to the host between their
-//! dispatches (`lc --gap-ms`) is judged as the other LC nodes, and also by
-//! how many preemptions each of its requests cost: one per request when
-//! the daemon's idle hysteresis has learnt to cover the gaps, one per
-//! dispatch when a hysteresis shorter than the gaps resumes BE inside
-//! every request ([`SEQ_PREEMPTIONS_MAX`]).
+//! dispatches (`lc --gap-ms`, `--seq-nodes`) is reported as the short one
+//! is, and judged (`make check` too) by how many preemptions each of its
+//! requests cost: one per request when the daemon's idle hysteresis has
+//! learnt to cover the gaps, one per dispatch when a hysteresis shorter
+//! than the gaps resumes BE inside every request
+//! ([`SEQ_PREEMPTIONS_MAX`]).
 //!
 //! It also reports, from the simulated node's own clock, the reaction
 //! time (an LC doorbell to the BE queues unmapped) with where the daemon's
@@ -78,6 +79,9 @@ pub struct HostArgs {
     pub lc_nodes: Vec<u32>,
     /// Nodes with the short-request LC tenant: reported, not judged.
     pub short_nodes: Vec<u32>,
+    /// Nodes with an LC tenant whose requests have gaps between their
+    /// dispatches: reported, judged by the preemptions per request only.
+    pub seq_nodes: Vec<u32>,
     /// The daemon's statistics at the end of its run.
     pub stats: PathBuf,
 }
@@ -279,6 +283,8 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let mut criteria: Vec<Criterion> = Vec::new();
     let mut checks: Vec<Criterion> = Vec::new();
     let mut text = String::new();
+    // Every node with an LC tenant, and whether it is left out of the
+    // judged nodes' reaction figures (the short and gapped tenants').
     let mut lc_nodes = Vec::new();
     let mut seq_lines: Vec<String> = Vec::new();
     let _ = writeln!(
@@ -296,7 +302,8 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         };
         let is_lc = a.lc_nodes.contains(&node);
         let is_short = a.short_nodes.contains(&node);
-        if is_lc || is_short {
+        let is_seq = a.seq_nodes.contains(&node);
+        if is_lc || is_short || is_seq {
             let alone = read_lc(&file(format!("lc_alone_n{node}.json")))?;
             let together = read_lc(&file(format!("lc_together_n{node}.json")))?;
             let daemon = read_lc(&file(format!("lc_daemon_n{node}.json")))?;
@@ -307,10 +314,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             } else {
                 f64::INFINITY
             };
-            let sequenced = daemon.gap_ms > 0.0;
             let role = if is_short {
                 "LC short"
-            } else if sequenced {
+            } else if is_seq {
                 "LC seq"
             } else {
                 "LC"
@@ -329,13 +335,19 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                     &mut checks,
                 );
             }
-            if is_lc && sequenced {
+            if is_seq {
                 let (line, check) = judge_sequenced(node, &daemon, suspended, &a.stats);
-                seq_lines.push(line);
+                seq_lines.push(format!(
+                    "{line}; LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3})",
+                    alone.p99_ms,
+                    together.p99_ms,
+                    daemon.p99_ms,
+                    alone.load()
+                ));
                 checks.push(check);
             }
             lc_nodes.push((
-                is_short,
+                !is_lc,
                 LcNode {
                     node,
                     reactions_ms: reactions_ms(&records),
@@ -376,7 +388,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     // The reaction, on the node's own clock, over the judged LC nodes.
     let reactions: Vec<f64> = lc_nodes
         .iter()
-        .filter(|(short, _)| !short)
+        .filter(|(unjudged, _)| !unjudged)
         .flat_map(|(_, n)| n.reactions_ms.iter().copied())
         .collect();
     let (p50, p99, _) = tail(&reactions);
@@ -416,7 +428,10 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         phases.get("count").and_then(Value::as_u64).unwrap_or(0)
     );
     let mut short = Vec::new();
-    for (_, n) in lc_nodes.iter().filter(|(s, _)| *s) {
+    for (_, n) in lc_nodes
+        .iter()
+        .filter(|(_, n)| a.short_nodes.contains(&n.node))
+    {
         let (sp50, sp99, _) = tail(&n.reactions_ms);
         let ratio = n.daemon.p99_ms / n.alone.p99_ms.max(f64::MIN_POSITIVE);
         let kept = n.be_daemon.throughput / n.be_alone.throughput.max(f64::MIN_POSITIVE);

@@ -97,6 +97,11 @@ enum Command {
         /// Nodes with the short-request tenant, reported (comma-separated).
         #[arg(long, value_delimiter = ',')]
         short_nodes: Vec<u32>,
+        /// Nodes with a tenant whose requests have gaps between their
+        /// dispatches (`lc --gap-ms`), reported and judged by the
+        /// preemptions a request cost (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        seq_nodes: Vec<u32>,
         /// kfd-preemptd's statistics at the end of its run.
         #[arg(long)]
         stats: PathBuf,
@@ -292,6 +297,7 @@ fn run(cli: Cli) -> Result<bool> {
             nodes,
             lc_nodes,
             short_nodes,
+            seq_nodes,
             stats,
             out_json,
         } => {
@@ -300,6 +306,7 @@ fn run(cli: Cli) -> Result<bool> {
                 nodes,
                 lc_nodes,
                 short_nodes,
+                seq_nodes,
                 stats,
             })?;
             print!("{}", r.text);
