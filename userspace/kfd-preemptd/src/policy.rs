@@ -125,8 +125,13 @@ pub enum Event {
         /// (`CLOCK_MONOTONIC`), the start of the reaction latency.
         edge: Duration,
     },
-    /// `ALL_IDLE` fired: every LC queue has been idle for the hysteresis.
-    LcIdle,
+    /// `ALL_IDLE` fired and a SAMPLE confirmed it: every LC queue has been
+    /// idle for the hysteresis.
+    LcIdle {
+        /// The kernel's timestamp of the confirming SAMPLE
+        /// (`CLOCK_MONOTONIC`): LC went idle about the hysteresis before.
+        edge: Duration,
+    },
     /// The preemption asked for by [`Action::PreemptBe`] took effect (for
     /// at least one queue).
     PreemptDone {
@@ -538,10 +543,12 @@ impl Policy {
                     rearm = true;
                 }
             }
-            Event::LcIdle => {
+            Event::LcIdle { edge } => {
                 if self.mode == Mode::LcBusy {
                     self.mode = Mode::LcIdle;
-                    self.idle_from = Some(now.saturating_sub(self.idle));
+                    // The kernel's time, not ours: the daemon's own delay
+                    // must not shorten the gaps it learns from.
+                    self.idle_from = Some(edge.saturating_sub(self.idle));
                     rearm = true;
                 }
             }
@@ -852,7 +859,7 @@ mod tests {
         let a = p.handle(busy, Event::LcBusy { edge: busy });
         assert!(has_preempt(&a), "{a:?}");
         p.handle(busy, Event::PreemptDone { retry_after: None });
-        let a = p.handle(idle, Event::LcIdle);
+        let a = p.handle(idle, Event::LcIdle { edge: idle });
         assert!(has_resume(&a), "{a:?}");
     }
 
@@ -962,7 +969,7 @@ mod tests {
         // A spurious LcBusy while busy changes nothing.
         assert!(p.handle(ms(90), Event::LcBusy { edge: ms(90) }).is_empty());
         assert!(p.is_held());
-        let a = p.handle(ms(95), Event::LcIdle);
+        let a = p.handle(ms(95), Event::LcIdle { edge: ms(95) });
         assert_eq!(
             a,
             vec![
@@ -976,7 +983,7 @@ mod tests {
         assert_eq!(p.counters().resumes, 1);
         assert_eq!(p.held_total(ms(200)), ms(85));
         // An LcIdle while idle is stale: nothing to do.
-        assert!(p.handle(ms(96), Event::LcIdle).is_empty());
+        assert!(p.handle(ms(96), Event::LcIdle { edge: ms(96) }).is_empty());
     }
 
     #[test]
@@ -989,7 +996,7 @@ mod tests {
             assert_eq!(armed_idle(&a), Some(us(1000)), "{a:?}");
             p.handle(t, Event::PreemptDone { retry_after: None });
             t += ms(5);
-            p.handle(t, Event::LcIdle);
+            p.handle(t, Event::LcIdle { edge: t });
             t += ms(1);
         }
         assert_eq!(p.idle_hysteresis(), us(1000));
@@ -1009,7 +1016,7 @@ mod tests {
         p.handle(ms(18), Event::PreemptDone { retry_after: None });
         // Idle edge at 30 ms: LC went idle 3.75 ms before, and is back
         // 1 ms after the edge: a 4.75 ms gap.
-        p.handle(ms(30), Event::LcIdle);
+        p.handle(ms(30), Event::LcIdle { edge: ms(30) });
         let a = p.handle(ms(31), Event::LcBusy { edge: ms(31) });
         assert_eq!(
             armed_idle(&a),
@@ -1018,10 +1025,27 @@ mod tests {
         );
         p.handle(ms(31), Event::PreemptDone { retry_after: None });
         // A 7 ms gap would want 8.75 ms: the most is 8 ms.
-        p.handle(ms(40), Event::LcIdle);
+        p.handle(ms(40), Event::LcIdle { edge: ms(40) });
         let from = ms(40) - us(5937) - Duration::from_nanos(500);
         let a = p.handle(ms(41), Event::LcBusy { edge: from + ms(7) });
         assert_eq!(armed_idle(&a), Some(ms(8)), "{a:?}");
+    }
+
+    #[test]
+    fn gaps_are_measured_on_the_kernels_clock() {
+        let mut p = setup(PolicyConfig {
+            idle_hysteresis_max: ms(8),
+            ..cfg()
+        });
+        p.handle(ms(10), Event::LcBusy { edge: ms(10) });
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        // The SAMPLE confirmed idleness at 16 ms (LC idle since 15 ms);
+        // the daemon got round to it only at 19 ms. LC is back at 18 ms:
+        // a 3 ms gap, although the daemon saw it busy again before it had
+        // even heard of the idleness.
+        p.handle(ms(19), Event::LcIdle { edge: ms(16) });
+        let a = p.handle(ms(19), Event::LcBusy { edge: ms(18) });
+        assert_eq!(armed_idle(&a), Some(us(3750)), "{a:?}");
     }
 
     #[test]
@@ -1040,7 +1064,7 @@ mod tests {
         );
         assert_eq!(armed_idle(&a), Some(ms(9)), "{a:?}");
         p.handle(ms(23), Event::PreemptDone { retry_after: None });
-        p.handle(ms(40), Event::LcIdle);
+        p.handle(ms(40), Event::LcIdle { edge: ms(40) });
         // Gaps longer than the most: each takes an eighth of the excess
         // over the configured 1 ms off.
         let mut want = ms(9);
@@ -1050,7 +1074,7 @@ mod tests {
             let a = p.handle(t, Event::LcBusy { edge: t });
             assert_eq!(armed_idle(&a), Some(want), "{a:?}");
             p.handle(t, Event::PreemptDone { retry_after: None });
-            p.handle(t + ms(5), Event::LcIdle);
+            p.handle(t + ms(5), Event::LcIdle { edge: t + ms(5) });
             t += ms(100);
         }
         assert_eq!(p.idle_hysteresis(), want);
@@ -1169,7 +1193,7 @@ mod tests {
                 reason: ResumeReason::MinShare
             }]
         );
-        p.handle(ms(950), Event::LcIdle);
+        p.handle(ms(950), Event::LcIdle { edge: ms(950) });
         // A new edge at 960 ms: BE has run 1 + 59 ms, so it still misses
         // 40 ms of its budget, and only 40 ms are left: no preemption.
         let a = p.handle(ms(960), Event::LcBusy { edge: ms(960) });
@@ -1219,7 +1243,7 @@ mod tests {
             vec![ms(1100), ms(1200), ms(1300), ms(1400), ms(1500)]
         );
         assert_eq!(p.counters().renewals, 5);
-        p.handle(ms(1510), Event::LcIdle);
+        p.handle(ms(1510), Event::LcIdle { edge: ms(1510) });
         for t in (1511..2500).step_by(7).map(ms) {
             let a = p.handle(t, Event::Tick);
             assert!(!has_renew(&a), "renewed while not held at {t:?}: {a:?}");
@@ -1258,7 +1282,7 @@ mod tests {
         // A burst in a single one while busy changes nothing.
         assert!(p.handle(ms(30), Event::LcBusy { edge: ms(30) }).is_empty());
         // Only ALL_IDLE (both idle) resumes.
-        let a = p.handle(ms(40), Event::LcIdle);
+        let a = p.handle(ms(40), Event::LcIdle { edge: ms(40) });
         assert!(has_resume(&a));
         assert!(a.contains(&Action::ArmAnyBusy { period: us(50) }));
     }
@@ -1274,7 +1298,7 @@ mod tests {
         assert_eq!(p.counters().resumes, 0);
         assert_eq!(p.held_total(ms(60)), ms(45));
         // LC going idle later has nothing to resume either.
-        let a = p.handle(ms(60), Event::LcIdle);
+        let a = p.handle(ms(60), Event::LcIdle { edge: ms(60) });
         assert_eq!(a, vec![Action::ArmAnyBusy { period: us(50) }]);
         assert_eq!(p.counters().resumes, 0);
     }
@@ -1409,7 +1433,7 @@ mod tests {
         let mut p = setup(cfg());
         p.handle(ms(5), Event::LcBusy { edge: ms(5) });
         p.handle(ms(5), Event::PreemptFailed { retry_after: ms(1) });
-        p.handle(ms(5), Event::LcIdle);
+        p.handle(ms(5), Event::LcIdle { edge: ms(5) });
         assert!(!has_preempt(&p.handle(ms(10), Event::Tick)));
     }
 
@@ -1461,7 +1485,7 @@ mod tests {
         assert_eq!(p.next_deadline(ms(7)), ms(9));
         assert!(has_renew(&p.handle(ms(9), Event::Tick)));
         // ... and not at all once nothing is held.
-        p.handle(ms(10), Event::LcIdle);
+        p.handle(ms(10), Event::LcIdle { edge: ms(10) });
         p.handle(ms(10), Event::RenewRefused { retry_after: ms(1) });
         assert!(!has_renew(&p.handle(ms(11), Event::Tick)));
     }

@@ -618,7 +618,13 @@ impl<B: Backend> Daemon<'_, B> {
                             ("watched", json!(sample.queues.len())),
                         ],
                     );
-                    events.push((*key, now, Event::LcIdle));
+                    events.push((
+                        *key,
+                        now,
+                        Event::LcIdle {
+                            edge: sample.timestamp,
+                        },
+                    ));
                 }
                 Confirmation::Rearm => self.rearm(*key),
                 Confirmation::Ignore => {}
