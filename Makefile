@@ -13,8 +13,9 @@
 #                        bench kernel (out/profile/summary.txt); with
 #                        BASELINE=<rev>, times that revision's module against
 #                        this one in one run (out/profile/compare.txt)
-#   make scenario        the latency-critical/best-effort scenario with and
-#                        without kfd-preemptd in the VM (out/scenario/)
+#   make scenario        the latency-critical/best-effort scenarios with and
+#                        without kfd-preemptd in the VM on the bench kernel
+#                        (SCENARIO_KERNEL=test: the debug one; out/scenario/)
 #   make fuzz            a kfdp-fuzz campaign in the VM on the KCOV kernel
 #                        (SECONDS=1800 SEED=<time>; corpus kept in
 #                        $KFDP_CACHE/fuzz; results and coverage in out/fuzz/)

@@ -12,8 +12,12 @@
 # statistics of the same moment (metrics.txt, metrics-stats.json).
 # Environment: DURATION, RATE, CHAIN, LC_MS, BE_MS,
 # SEED (see tests/vm/scenario.sh), HOST_NODES (16), HOST_DURATION (as
-# DURATION). The cost model is the simulated node's: every figure is
-# modelled, not measured on a GPU.
+# DURATION), SCENARIO_KERNEL: "bench" (the default: the bench kernel,
+# without KASAN and lockdep, and the module built for it as DKMS builds it;
+# performance criteria are judged on such a kernel) or "test" (the debug
+# test kernel, which make check's scenario suite uses: its checks, not the
+# criteria, are what it judges). The cost model is the simulated node's:
+# every figure is modelled, not measured on a GPU.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -22,6 +26,16 @@ scripts/install-toolchain.sh
 scripts/build-kernel.sh >/dev/null
 scripts/build-module.sh >/dev/null
 scripts/build-userspace.sh
+kernel_args=()
+case ${SCENARIO_KERNEL:-bench} in
+bench)
+	ko=$(scripts/build-bench-module.sh)
+	kernel_args=(--kernel "$(cat "$KFDP_CACHE/kernel-bench")" --module "$ko")
+	;;
+test) ;;
+*) kfdp_die "SCENARIO_KERNEL is \"bench\" or \"test\", not \"$SCENARIO_KERNEL\"" ;;
+esac
+kfdp_log "scenario kernel: ${SCENARIO_KERNEL:-bench}"
 out=$KFDP_ROOT/out/scenario
 mkdir -p "$out"
 env_args=()
@@ -29,7 +43,7 @@ for v in DURATION RATE CHAIN LC_MS BE_MS SEED; do
 	[ -n "${!v:-}" ] && env_args+=("$v=${!v}")
 done
 rc=0
-tests/vm/run sim_nodes=2 sim_mes_nodes=2 --no-kselftest --no-kunit --quiet --timeout 1800 \
+tests/vm/run sim_nodes=2 sim_mes_nodes=2 "${kernel_args[@]}" --no-kselftest --no-kunit --quiet --timeout 1800 \
 	--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd \
 	--copy out/userspace/bin/kfdp-scenario --out "$out/vm" -- \
 	"$KFDP_ROOT/tests/vm/scenario.sh" "${env_args[@]}" || rc=$?
@@ -48,7 +62,7 @@ kfdp_log "results: $out/report.json, $out/report.svg, $out/report.txt"
 host_args=("NODES=${HOST_NODES:-16}" "SEED=${SEED:-1}")
 [ -n "${HOST_DURATION:-${DURATION:-}}" ] && host_args+=("DURATION=${HOST_DURATION:-$DURATION}")
 rm -f "$out/host.json" "$out/host.txt" "$out/metrics.txt" "$out/metrics-stats.json"
-tests/vm/run "sim_nodes=${HOST_NODES:-16}" --no-kselftest --no-kunit --quiet --timeout 1800 \
+tests/vm/run "sim_nodes=${HOST_NODES:-16}" "${kernel_args[@]}" --no-kselftest --no-kunit --quiet --timeout 1800 \
 	--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd \
 	--copy out/userspace/bin/kfdp-scenario --out "$out/vm-host" -- \
 	"$KFDP_ROOT/tests/vm/host_scenario.sh" "${host_args[@]}" || rc=$?
