@@ -153,6 +153,7 @@ run() { # mode lc? be?
 }
 
 [ -d $SIM/node$((NODES - 1)) ] || { echo "# the module has fewer than $NODES simulated nodes"; exit 1; }
+[ "$NODES" -gt "$SEQ_NODE" ] || { echo "# NODES must be above $SEQ_NODE (the LC tenants' nodes)"; exit 1; }
 DAEMON_PID=
 run alone 1 0 || exit 1
 run alone 0 1 || exit 1

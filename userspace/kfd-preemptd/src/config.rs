@@ -173,6 +173,21 @@ impl Default for DaemonConfig {
     }
 }
 
+impl NodeConfig {
+    /// Whether the section sets the key that `key` ends with
+    /// (`node[0].min_share_budget_ms`, say).
+    fn sets(&self, key: &str) -> bool {
+        let name = key.rsplit('.').next().unwrap_or(key);
+        match name {
+            "idle_hysteresis_us" => self.idle_hysteresis_us.is_some(),
+            "idle_hysteresis_max_us" => self.idle_hysteresis_max_us.is_some(),
+            "min_share_period_ms" => self.min_share_period_ms.is_some(),
+            "min_share_budget_ms" => self.min_share_budget_ms.is_some(),
+            _ => true,
+        }
+    }
+}
+
 impl DaemonConfig {
     /// `scan_interval_ms` as a duration.
     pub fn scan_interval(&self) -> Duration {
@@ -492,7 +507,13 @@ impl Config {
                     format!("{:#x} has a [[node]] section already", n.gpu_id),
                 ));
             }
-            check_tunables(&d.for_node(n), &format!("{key}."))?;
+            check_tunables(&d.for_node(n), &format!("{key}.")).map_err(|e| match e {
+                ConfigError::Invalid { key: k, message } if !n.sets(&k) => ConfigError::Invalid {
+                    message: format!("{message} (the section does not set it: [daemon]'s value)"),
+                    key: k,
+                },
+                e => e,
+            })?;
         }
         if d.levels.is_empty() || d.levels.len() > MAX_LEVELS {
             return Err(invalid(
@@ -825,6 +846,17 @@ mod tests {
         let e =
             err("[[node]]\ngpu_id = 7\nidle_hysteresis_us = 3000\nidle_hysteresis_max_us = 2000\n");
         assert!(e.starts_with("node[0].idle_hysteresis_max_us:"), "{e}");
+        assert!(!e.contains("does not set it"), "{e}");
+        // A key the section inherits is named, and said to be inherited.
+        let e = err(
+            "[daemon]\nidle_hysteresis_max_us = 5000\n[[node]]\ngpu_id = 7\nidle_hysteresis_us = 8000\n",
+        );
+        assert!(
+            e.starts_with(
+                "node[0].idle_hysteresis_max_us: 5000 is below node[0].idle_hysteresis_us (8000)"
+            ) && e.ends_with("(the section does not set it: [daemon]'s value)"),
+            "{e}"
+        );
         // Keys a node cannot set, and a node without its gpu_id.
         let e = err("[[node]]\ngpu_id = 7\nlease_ms = 5\n");
         assert!(e.contains("lease_ms"), "{e}");

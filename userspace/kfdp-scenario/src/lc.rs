@@ -267,62 +267,70 @@ fn sequenced(
     rng: &mut Rng,
 ) -> Result<Outcome> {
     let (start, end) = window_from_now(window);
-    let drain_end = end + ns(DRAIN);
-    let mut arrivals = VecDeque::new();
+    let drain_end = end.saturating_add(ns(DRAIN));
+    // Arrived requests waiting to be served: their arrival and index.
+    let mut arrivals: VecDeque<(u64, u64)> = VecDeque::new();
     let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
     let mut latencies_ms = Vec::new();
     let (mut requests, mut late) = (0u64, 0u64);
-    // The request being served: its arrival, the dispatches it has left
-    // to submit, and the ring index of the one on the node (if any).
-    let mut current: Option<(u64, u32, Option<u64>)> = None;
+    // The request being served: its arrival, its index, the dispatches it
+    // has left to submit, and the ring index of the one on the node (if
+    // any).
+    let mut current: Option<(u64, u64, u32, Option<u64>)> = None;
     // When the next dispatch of `current` may be submitted.
     let mut not_before = 0u64;
+    // Since when this tenant has had no request to serve: a request that
+    // waited for the one before it is queued, not late.
+    let mut free_since = start;
     loop {
         let now = now_ns();
         while next_arrival < end && next_arrival <= now {
-            arrivals.push_back(next_arrival);
+            arrivals.push_back((next_arrival, requests));
             requests += 1;
             next_arrival += arrival_gap_ns(args.rate, rng);
         }
-        if let Some((arrival, left, Some(index))) = current {
+        if let Some((arrival, id, left, Some(index))) = current {
             if index < ring.read_index() {
                 let ended = ring.times(index).end_ns;
                 if left == 0 {
                     latencies_ms.push(ended.saturating_sub(arrival) as f64 / 1e6);
                     current = None;
+                    free_since = now;
                 } else {
-                    current = Some((arrival, left, None));
-                    not_before = ended + ns(gap);
+                    current = Some((arrival, id, left, None));
+                    not_before = ended.saturating_add(ns(gap));
                 }
             }
         }
         if current.is_none() {
-            if let Some(arrival) = arrivals.pop_front() {
-                current = Some((arrival, args.chain, None));
+            if let Some((arrival, id)) = arrivals.pop_front() {
+                if now.saturating_sub(arrival.max(free_since)) > LATE_NS {
+                    late += 1;
+                }
+                current = Some((arrival, id, args.chain, None));
                 not_before = 0;
             }
         }
-        if let Some((arrival, left, None)) = current {
+        if let Some((arrival, id, left, None)) = current {
             if now >= not_before {
-                let first = left == args.chain;
-                if first && now - arrival > LATE_NS {
-                    late += 1;
-                }
-                let index = ring.submit(&[(work, requests)])?;
-                current = Some((arrival, left - 1, Some(index)));
+                let index = ring.submit(&[(work, id)])?;
+                current = Some((arrival, id, left - 1, Some(index)));
                 continue;
             }
         }
-        if current.is_none() && arrivals.is_empty() && next_arrival >= end {
+        let more_arrivals = next_arrival < end;
+        if current.is_none() && arrivals.is_empty() && !more_arrivals {
             break;
         }
         if now >= drain_end {
             break;
         }
-        let wake = if current.is_some_and(|c| c.2.is_none()) {
+        let wake = if current.is_some_and(|c| c.3.is_none()) {
             not_before
-        } else {
+        } else if more_arrivals {
             next_arrival.min(now + ns(POLL))
+        } else {
+            now + ns(POLL)
         };
         sleep(POLL.min(Duration::from_nanos(wake.saturating_sub(now).max(1))));
     }
