@@ -241,8 +241,7 @@ fn judge_lc_node(
 
 /// The hysteresis (µs) the daemon's decision on `gpu_id` had learnt at the
 /// end of its run, from its statistics.
-fn learnt_hysteresis_us(stats: &Path, gpu_id: u32) -> Option<u64> {
-    let stats: Value = serde_json::from_str(&fs::read_to_string(stats).ok()?).ok()?;
+fn learnt_hysteresis_us(stats: &Value, gpu_id: u32) -> Option<u64> {
     stats
         .get("decisions")?
         .as_array()?
@@ -252,20 +251,30 @@ fn learnt_hysteresis_us(stats: &Path, gpu_id: u32) -> Option<u64> {
 }
 
 /// Judges the preemptions per request of a tenant with gaps between its
-/// dispatches: its report line and its check.
+/// dispatches (its runs alone, together and under the daemon, and BE's
+/// throughput kept): its report line and its criterion.
 fn judge_sequenced(
     node: u32,
-    daemon: &LcResult,
+    n: (&LcResult, &LcResult, &LcResult),
+    kept: f64,
     suspended: u64,
-    stats: &Path,
+    stats: &Value,
 ) -> (String, Criterion) {
+    let (alone, together, daemon) = n;
+    let ratio = daemon.p99_ms / alone.p99_ms.max(f64::MIN_POSITIVE);
     let per_request = suspended as f64 / (daemon.requests.max(1) as f64);
     let of_dispatches = per_request / f64::from(daemon.chain.max(1));
     let learnt = learnt_hysteresis_us(stats, daemon.gpu_id)
         .map_or("unknown".to_string(), |us| format!("{us} us"));
     let line = format!(
-        "requests with {:.1} ms gaps on node {node}: {} requests of {} dispatches, {suspended} preemptions ({per_request:.2} a request); the hysteresis learnt: {learnt}",
-        daemon.gap_ms, daemon.requests, daemon.chain
+        "requests with {:.1} ms gaps on node {node}: {} requests of {} dispatches, {suspended} preemptions ({per_request:.2} a request); the hysteresis learnt: {learnt}; LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3})",
+        daemon.gap_ms,
+        daemon.requests,
+        daemon.chain,
+        alone.p99_ms,
+        together.p99_ms,
+        daemon.p99_ms,
+        alone.load()
     );
     let check = Criterion::new(
         format!("node{node}-hysteresis-covers-gaps"),
@@ -286,6 +295,10 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     let mut criteria: Vec<Criterion> = Vec::new();
     let mut checks: Vec<Criterion> = Vec::new();
     let mut text = String::new();
+    let stats: Value = fs::read_to_string(&a.stats)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
     // Every node with an LC tenant, and whether it is left out of the
     // judged nodes' reaction figures (the short and gapped tenants').
     let mut lc_nodes = Vec::new();
@@ -339,14 +352,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                 );
             }
             if is_seq {
-                let (line, check) = judge_sequenced(node, &daemon, suspended, &a.stats);
-                seq_lines.push(format!(
-                    "{line}; LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3})",
-                    alone.p99_ms,
-                    together.p99_ms,
-                    daemon.p99_ms,
-                    alone.load()
-                ));
+                let (line, check) =
+                    judge_sequenced(node, (&alone, &together, &daemon), kept, suspended, &stats);
+                seq_lines.push(line);
                 criteria.push(check);
             }
             lc_nodes.push((
@@ -405,10 +413,6 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         Some(1.0),
         None,
     ));
-    let stats: Value = fs::read_to_string(&a.stats)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
     let phases = stats.get("reaction_phases").cloned().unwrap_or(Value::Null);
     let cpu = fs::read_to_string(file("daemon_cpu".into()))
         .ok()
@@ -534,17 +538,11 @@ mod tests {
             "gpu_id": 20738,
         }))
         .unwrap();
-        let dir = std::env::temp_dir().join(format!("kfdp-host-report-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let stats = dir.join("stats.json");
-        fs::write(
-            &stats,
-            r#"{"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
-                {"gpu_id": 20738, "idle_hysteresis_us": 3750}]}"#,
-        )
-        .unwrap();
+        let stats = json!({"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
+            {"gpu_id": 20738, "idle_hysteresis_us": 3750}]});
         // One preemption a request, and a few more: the gaps are covered.
-        let (line, c) = judge_sequenced(3, &daemon, 120, &stats);
+        let runs = (&daemon, &daemon, &daemon);
+        let (line, c) = judge_sequenced(3, runs, 0.5, 120, &stats);
         assert!(c.pass, "{}", c.rule);
         assert!((c.value - 0.4).abs() < 1e-9, "{}", c.value);
         assert!(
@@ -552,11 +550,11 @@ mod tests {
             "{line}"
         );
         // One a dispatch: BE was resumed inside every request.
-        let (_, c) = judge_sequenced(3, &daemon, 290, &stats);
+        let (_, c) = judge_sequenced(3, runs, 0.5, 290, &stats);
         assert!(!c.pass, "{}", c.rule);
-        let (line, _) = judge_sequenced(3, &daemon, 100, &dir.join("missing.json"));
+        // Statistics that could not be read.
+        let (line, _) = judge_sequenced(3, runs, 0.5, 100, &Value::Null);
         assert!(line.contains("learnt: unknown"), "{line}");
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
