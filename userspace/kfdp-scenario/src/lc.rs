@@ -146,7 +146,12 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
     }
 
     let mut rng = Rng::new(args.seed);
-    let (requests, late, latencies_ms, incomplete) = if gap.is_zero() {
+    let Outcome {
+        requests,
+        late,
+        latencies_ms,
+        incomplete,
+    } = if gap.is_zero() {
         chained(args, &ring, work, window, &mut rng)?
     } else {
         sequenced(args, &ring, work, gap, window, &mut rng)?
@@ -196,9 +201,17 @@ fn arrival_gap_ns(rate: f64, rng: &mut Rng) -> u64 {
     (rng.exponential(rate) * 1e9) as u64
 }
 
-/// What a run of requests gives: requests, late submissions, latencies
-/// (ms) and requests still unfinished after the drain.
-type Outcome = (u64, u64, Vec<f64>, u64);
+/// What a run of requests gives.
+struct Outcome {
+    /// Requests that arrived in the window.
+    requests: u64,
+    /// Requests submitted more than [`LATE_NS`] late.
+    late: u64,
+    /// Latency of each completed request, in arrival order, ms.
+    latencies_ms: Vec<f64>,
+    /// Requests still unfinished after the drain.
+    incomplete: u64,
+}
 
 /// Open-loop requests whose dispatches are submitted together.
 fn chained(
@@ -252,7 +265,12 @@ fn chained(
         }
         sleep(POLL);
     }
-    Ok((requests, late, latencies_ms, outstanding.len() as u64))
+    Ok(Outcome {
+        requests,
+        late,
+        latencies_ms,
+        incomplete: outstanding.len() as u64,
+    })
 }
 
 /// Open-loop requests served one after the other, each a sequence of
@@ -334,6 +352,10 @@ fn sequenced(
         };
         sleep(POLL.min(Duration::from_nanos(wake.saturating_sub(now).max(1))));
     }
-    let incomplete = arrivals.len() as u64 + u64::from(current.is_some());
-    Ok((requests, late, latencies_ms, incomplete))
+    Ok(Outcome {
+        requests,
+        late,
+        latencies_ms,
+        incomplete: arrivals.len() as u64 + u64::from(current.is_some()),
+    })
 }
