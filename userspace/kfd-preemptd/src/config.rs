@@ -173,21 +173,6 @@ impl Default for DaemonConfig {
     }
 }
 
-impl NodeConfig {
-    /// Whether the section sets the key that `key` ends with
-    /// (`node[0].min_share_budget_ms`, say).
-    fn sets(&self, key: &str) -> bool {
-        let name = key.rsplit('.').next().unwrap_or(key);
-        match name {
-            "idle_hysteresis_us" => self.idle_hysteresis_us.is_some(),
-            "idle_hysteresis_max_us" => self.idle_hysteresis_max_us.is_some(),
-            "min_share_period_ms" => self.min_share_period_ms.is_some(),
-            "min_share_budget_ms" => self.min_share_budget_ms.is_some(),
-            _ => true,
-        }
-    }
-}
-
 impl DaemonConfig {
     /// `scan_interval_ms` as a duration.
     pub fn scan_interval(&self) -> Duration {
@@ -297,6 +282,21 @@ pub struct NodeConfig {
     pub min_share_period_ms: Option<u32>,
     /// As `daemon.min_share_budget_ms`.
     pub min_share_budget_ms: Option<u32>,
+}
+
+impl NodeConfig {
+    /// Whether the section sets the key that `key` ends with
+    /// (`node[0].min_share_budget_ms`, say).
+    fn sets(&self, key: &str) -> bool {
+        let name = key.rsplit('.').next().unwrap_or(key);
+        match name {
+            "idle_hysteresis_us" => self.idle_hysteresis_us.is_some(),
+            "idle_hysteresis_max_us" => self.idle_hysteresis_max_us.is_some(),
+            "min_share_period_ms" => self.min_share_period_ms.is_some(),
+            "min_share_budget_ms" => self.min_share_budget_ms.is_some(),
+            _ => true,
+        }
+    }
 }
 
 /// Why a configuration was refused. The message names the key.

@@ -13,6 +13,10 @@
 //!   and the module is armed `ALL_IDLE` for the idle hysteresis; BE is
 //!   resumed only on [`Event::LcIdle`], so short gaps in LC work are the
 //!   kernel's to filter, not ours.
+//! * The hysteresis is `idle_hysteresis`, or, with `idle_hysteresis_max`
+//!   above it, learnt from LC's gaps: a gap shorter than the most is
+//!   covered from then on, a longer one lets it decay back
+//!   ([`Policy::idle_hysteresis`]).
 //! * Minimum share: within each `min_share_period`, BE must run for at
 //!   least `min_share_budget`. If BE has been held so long that the rest
 //!   of the period is just its missing budget, it is resumed (a *forced*
