@@ -239,6 +239,25 @@ fn judge_lc_node(
     ));
 }
 
+/// Where an LC node's requests waited before their first dispatch ran,
+/// alone and under the daemon: on the host (submitted late) and on the node
+/// (behind other LC work, or behind BE until it was preempted), P50 and P99
+/// of each. What the daemon adds to the node wait is its reaction; what it
+/// adds to the submission delay is the VM's CPUs.
+fn start_breakdown(node: u32, alone: &LcResult, daemon: &LcResult) -> String {
+    let pair = |v: &[f64]| {
+        let (p50, p99, _) = tail(v);
+        format!("{p50:.2}/{p99:.2}")
+    };
+    format!(
+        "  node {node}, before a request's first dispatch ran (P50/P99 ms, alone -> daemon): submission {} -> {}, node wait {} -> {}",
+        pair(&alone.submit_delay_ms),
+        pair(&daemon.submit_delay_ms),
+        pair(&alone.node_wait_ms),
+        pair(&daemon.node_wait_ms)
+    )
+}
+
 /// The hysteresis (µs) the daemon's decision on `gpu_id` had learnt at the
 /// end of its run, from its statistics.
 fn learnt_hysteresis_us(stats: &Value, gpu_id: u32) -> Option<u64> {
@@ -434,6 +453,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         phase("node_us"),
         phases.get("count").and_then(Value::as_u64).unwrap_or(0)
     );
+    for (_, n) in lc_nodes.iter().filter(|(unjudged, _)| !unjudged) {
+        let _ = writeln!(text, "{}", start_breakdown(n.node, &n.alone, &n.daemon));
+    }
     let mut short = Vec::new();
     for (_, n) in lc_nodes
         .iter()

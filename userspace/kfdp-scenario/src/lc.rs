@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use kfd_preempt::sim::{SimRing, SimTenant};
+use kfd_preempt::sim::{PacketTimes, SimRing, SimTenant};
 
 use crate::{
     clock::{from_ms, now_ns, ns},
@@ -78,20 +78,42 @@ struct Pending {
     /// round to submitting it: a request submitted late was still waiting
     /// (open loop, no coordinated omission).
     arrival_ns: u64,
+    first_index: u64,
     last_index: u64,
+}
+
+/// The completed requests, in arrival order: each one's latency and where
+/// its start went (see [`LcResult`]).
+#[derive(Default)]
+struct Completed {
+    latencies_ms: Vec<f64>,
+    submit_delay_ms: Vec<f64>,
+    node_wait_ms: Vec<f64>,
+}
+
+impl Completed {
+    /// Records a request that arrived at `arrival_ns`, whose first dispatch
+    /// is `first` and whose last one ended at `end_ns`, all on the node's
+    /// clock (CLOCK_MONOTONIC).
+    fn record(&mut self, arrival_ns: u64, first: PacketTimes, end_ns: u64) {
+        let ms = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e6;
+        self.latencies_ms.push(ms(arrival_ns, end_ns));
+        self.submit_delay_ms.push(ms(arrival_ns, first.submit_ns));
+        self.node_wait_ms.push(ms(first.submit_ns, first.start_ns));
+    }
 }
 
 /// Records every request whose last packet retired, oldest first (a ring
 /// retires in order). Called before each submit, so the slots read are not
 /// reused yet.
-fn drain(ring: &SimRing<'_>, outstanding: &mut VecDeque<Pending>, latencies_ms: &mut Vec<f64>) {
+fn drain(ring: &SimRing<'_>, outstanding: &mut VecDeque<Pending>, done: &mut Completed) {
     let read = ring.read_index();
     while let Some(p) = outstanding.front() {
         if p.last_index >= read {
             break;
         }
         let end = ring.times(p.last_index).end_ns;
-        latencies_ms.push(end.saturating_sub(p.arrival_ns) as f64 / 1e6);
+        done.record(p.arrival_ns, ring.times(p.first_index), end);
         outstanding.pop_front();
     }
 }
@@ -149,7 +171,12 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
     let Outcome {
         requests,
         late,
-        latencies_ms,
+        done:
+            Completed {
+                latencies_ms,
+                submit_delay_ms,
+                node_wait_ms,
+            },
         incomplete,
     } = if gap.is_zero() {
         chained(args, &ring, work, window, &mut rng)?
@@ -172,6 +199,8 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         role: "lc".into(),
         requests,
         latencies_ms,
+        submit_delay_ms,
+        node_wait_ms,
         p50_ms,
         p99_ms,
         p999_ms,
@@ -207,8 +236,8 @@ struct Outcome {
     requests: u64,
     /// Requests submitted more than [`LATE_NS`] late.
     late: u64,
-    /// Latency of each completed request, in arrival order, ms.
-    latencies_ms: Vec<f64>,
+    /// The completed requests.
+    done: Completed,
     /// Requests still unfinished after the drain.
     incomplete: u64,
 }
@@ -224,12 +253,12 @@ fn chained(
     let (start, end) = window_from_now(window);
     let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
     let mut outstanding = VecDeque::new();
-    let mut latencies_ms = Vec::new();
+    let mut done = Completed::default();
     let (mut requests, mut late) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(args.chain as usize);
 
     while next_arrival < end {
-        drain(ring, &mut outstanding, &mut latencies_ms);
+        drain(ring, &mut outstanding, &mut done);
         let now = now_ns();
         if now < next_arrival {
             sleep(POLL.min(Duration::from_nanos(next_arrival - now)));
@@ -250,6 +279,7 @@ fn chained(
         }
         outstanding.push_back(Pending {
             arrival_ns: next_arrival,
+            first_index: first,
             last_index: first + u64::from(args.chain) - 1,
         });
         requests += 1;
@@ -259,7 +289,7 @@ fn chained(
 
     let deadline = now_ns() + ns(DRAIN);
     loop {
-        drain(ring, &mut outstanding, &mut latencies_ms);
+        drain(ring, &mut outstanding, &mut done);
         if outstanding.is_empty() || now_ns() >= deadline {
             break;
         }
@@ -268,9 +298,22 @@ fn chained(
     Ok(Outcome {
         requests,
         late,
-        latencies_ms,
+        done,
         incomplete: outstanding.len() as u64,
     })
+}
+
+/// The request a sequenced run is serving.
+struct Serving {
+    /// When it arrived, and its index (the tag of its dispatches).
+    arrival: u64,
+    id: u64,
+    /// Dispatches it has left to submit.
+    left: u32,
+    /// The ring index of its first dispatch, once submitted.
+    first: Option<u64>,
+    /// The ring index of its dispatch on the node, if one is.
+    on_node: Option<u64>,
 }
 
 /// Open-loop requests served one after the other, each a sequence of
@@ -289,12 +332,9 @@ fn sequenced(
     // Arrived requests waiting to be served: their arrival and index.
     let mut arrivals: VecDeque<(u64, u64)> = VecDeque::new();
     let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
-    let mut latencies_ms = Vec::new();
+    let mut done = Completed::default();
     let (mut requests, mut late) = (0u64, 0u64);
-    // The request being served: its arrival, its index, the dispatches it
-    // has left to submit, and the ring index of the one on the node (if
-    // any).
-    let mut current: Option<(u64, u64, u32, Option<u64>)> = None;
+    let mut current: Option<Serving> = None;
     // When the next dispatch of `current` may be submitted.
     let mut not_before = 0u64;
     // Since when this tenant has had no request to serve: a request that
@@ -307,15 +347,18 @@ fn sequenced(
             requests += 1;
             next_arrival += arrival_gap_ns(args.rate, rng);
         }
-        if let Some((arrival, id, left, Some(index))) = current {
-            if index < ring.read_index() {
+        if let Some(c) = current.as_mut() {
+            if let Some(index) = c.on_node.filter(|&i| i < ring.read_index()) {
                 let ended = ring.times(index).end_ns;
-                if left == 0 {
-                    latencies_ms.push(ended.saturating_sub(arrival) as f64 / 1e6);
+                c.on_node = None;
+                if c.left == 0 {
+                    // The first dispatch's slot is still intact: one request
+                    // is on the ring at a time.
+                    let first = ring.times(c.first.unwrap_or(index));
+                    done.record(c.arrival, first, ended);
                     current = None;
                     free_since = now;
                 } else {
-                    current = Some((arrival, id, left, None));
                     not_before = ended.saturating_add(ns(gap));
                 }
             }
@@ -325,14 +368,22 @@ fn sequenced(
                 if now.saturating_sub(arrival.max(free_since)) > LATE_NS {
                     late += 1;
                 }
-                current = Some((arrival, id, args.chain, None));
+                current = Some(Serving {
+                    arrival,
+                    id,
+                    left: args.chain,
+                    first: None,
+                    on_node: None,
+                });
                 not_before = 0;
             }
         }
-        if let Some((arrival, id, left, None)) = current {
+        if let Some(c) = current.as_mut().filter(|c| c.on_node.is_none()) {
             if now >= not_before {
-                let index = ring.submit(&[(work, id)])?;
-                current = Some((arrival, id, left - 1, Some(index)));
+                let index = ring.submit(&[(work, c.id)])?;
+                c.left -= 1;
+                c.first.get_or_insert(index);
+                c.on_node = Some(index);
                 continue;
             }
         }
@@ -343,7 +394,7 @@ fn sequenced(
         if now >= drain_end {
             break;
         }
-        let wake = if current.is_some_and(|c| c.3.is_none()) {
+        let wake = if current.as_ref().is_some_and(|c| c.on_node.is_none()) {
             not_before
         } else if more_arrivals {
             next_arrival.min(now + ns(POLL))
@@ -355,7 +406,7 @@ fn sequenced(
     Ok(Outcome {
         requests,
         late,
-        latencies_ms,
+        done,
         incomplete: arrivals.len() as u64 + u64::from(current.is_some()),
     })
 }

@@ -81,6 +81,8 @@ mod tests {
             role: "lc".into(),
             requests: 0,
             latencies_ms: vec![],
+            submit_delay_ms: vec![],
+            node_wait_ms: vec![],
             p50_ms: 0.0,
             p99_ms: 0.0,
             p999_ms: 0.0,

@@ -15,6 +15,17 @@ pub struct LcResult {
     pub requests: u64,
     /// Latency of each completed request, in arrival order, ms.
     pub latencies_ms: Vec<f64>,
+    /// Of each completed request (in the same order), how long after its
+    /// arrival the node saw its first dispatch: the host's part (this
+    /// process scheduled late, or the request queued behind the one
+    /// before it in a sequenced run), ms.
+    #[serde(default)]
+    pub submit_delay_ms: Vec<f64>,
+    /// Of each completed request, how long its first dispatch waited on
+    /// the node before it ran: behind other LC work, or behind BE work
+    /// until BE was preempted, ms.
+    #[serde(default)]
+    pub node_wait_ms: Vec<f64>,
     /// Nearest-rank percentiles of `latencies_ms`.
     pub p50_ms: f64,
     /// P99.
