@@ -24,6 +24,7 @@ pub mod arena;
 mod backend;
 mod lister;
 mod report;
+mod reporter;
 mod tenants;
 #[cfg(test)]
 mod tests;
@@ -51,6 +52,7 @@ pub use self::{
     arena::ArenaKey,
     backend::{Backend, ModuleFile},
     lister::Lister,
+    reporter::{Outputs, Reporter, Sink},
     watcher::{confirm, ArmState, Confirmation},
 };
 use crate::{
@@ -136,16 +138,14 @@ pub struct Daemon<'c, B: Backend> {
     arenas: BTreeMap<ArenaKey, Arena<B>>,
     /// Delay before retrying rate-limited entries.
     retry_delay: Duration,
-    stats_path: Option<PathBuf>,
-    stats_failing: bool,
+    /// Where the statistics go, and who writes them.
+    sink: Sink,
     started: Duration,
     next_scan: Duration,
     next_stats: Duration,
     /// Lists processes off the main loop; `None`: the loop lists them
     /// itself (tests, through the backend).
     lister: Option<Lister>,
-    /// Serves the Prometheus metrics, if configured.
-    metrics: Option<MetricsServer>,
 }
 
 impl<'c, B: Backend> Daemon<'c, B> {
@@ -194,19 +194,32 @@ impl<'c, B: Backend> Daemon<'c, B> {
             refused: HashSet::new(),
             arenas: BTreeMap::new(),
             retry_delay,
-            stats_path,
-            stats_failing: false,
+            sink: Sink::Inline(Outputs::new(stats_path, log)),
             started: now,
             next_scan: now,
             next_stats: now + STATS_INTERVAL,
             lister: None,
-            metrics: None,
         })
     }
 
     /// Serves the metrics from now on, renewed at every statistics write.
     pub fn use_metrics(&mut self, server: MetricsServer) {
-        self.metrics = Some(server);
+        match &mut self.sink {
+            Sink::Inline(o) => o.set_metrics(server),
+            // The thread owns the outputs: too late to add one.
+            Sink::Thread(_) | Sink::Lost => {
+                self.warn("metrics", &"set after the report thread started")
+            }
+        }
+    }
+
+    /// Renders and writes the statistics on a thread of their own from now
+    /// on ([`reporter`]).
+    pub fn use_reporter(&mut self) -> Result<(), Fatal> {
+        if let Sink::Inline(o) = std::mem::replace(&mut self.sink, Sink::Lost) {
+            self.sink = Sink::Thread(Reporter::spawn(o)?);
+        }
+        Ok(())
     }
 
     /// Lists processes on a thread of their own from now on.
@@ -306,7 +319,8 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 self.on_wakeups(&woken);
             }
             if listed {
-                if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
+                let listings = self.lister.as_ref().map(Lister::take).unwrap_or_default();
+                for listing in listings {
                     self.apply_listing(listing);
                 }
             } else if self.lister.is_none() && monotonic() >= self.next_scan {
@@ -343,7 +357,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             // Nothing can follow from these.
             self.carry_out(actions.into_iter().map(|a| (k, a)).collect());
         }
-        self.write_stats(monotonic());
+        self.write_final_stats(monotonic());
         let preemptions: u64 = self
             .arenas
             .values()
@@ -429,8 +443,13 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
             .map_err(|e| fatal(format!("serving the metrics on {addr}"), e))?;
         d.use_metrics(server);
     }
-    // The scan thread first: it keeps the default policy.
-    d.use_lister(Lister::spawn(cfg.daemon.scan_interval())?);
+    // The scan and report threads first: they keep the default policy.
+    d.use_lister(Lister::spawn(
+        cfg.daemon.scan_interval(),
+        cfg.clone(),
+        Discovery::default(),
+    )?);
+    d.use_reporter()?;
     if cfg.daemon.fifo_priority > 0 {
         set_fifo(cfg.daemon.fifo_priority)
             .map_err(|e| fatal("sched_setscheduler(SCHED_FIFO) (needs CAP_SYS_NICE)", e))?;

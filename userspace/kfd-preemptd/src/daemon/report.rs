@@ -1,16 +1,12 @@
-//! The statistics file.
+//! The statistics: the snapshot of the daemon's state, and handing it to
+//! its outputs ([`super::reporter`]).
 
-use std::{collections::HashSet, path::Path, time::Duration};
+use std::{collections::HashSet, time::Duration};
 
 use kfd_preempt::QueueRef;
-use serde_json::json;
 
-use super::{unix_ms, Backend, Daemon};
-use crate::{
-    log::Level,
-    metrics,
-    stats::{self, DecisionView, Stats, TenantStats},
-};
+use super::{unix_ms, Backend, Daemon, Sink};
+use crate::stats::{DecisionView, Stats, TenantStats};
 
 impl<B: Backend> Daemon<'_, B> {
     /// The statistics now.
@@ -91,38 +87,31 @@ impl<B: Backend> Daemon<'_, B> {
     }
 
     pub(super) fn write_stats(&mut self, now: Duration) {
-        if self.stats_path.is_none() && self.metrics.is_none() {
+        if self.sink.is_empty() {
             return;
         }
         let s = self.stats(now);
-        if let Some(m) = &self.metrics {
-            m.publish(metrics::render(&s));
-        }
-        let Some(path) = self.stats_path.clone() else {
-            return;
-        };
-        match write_stats_file(&path, &s) {
-            Ok(()) => self.stats_failing = false,
-            Err(e) => {
-                if !self.stats_failing {
-                    self.log.log(
-                        Level::Warn,
-                        "stats",
-                        &[
-                            ("path", json!(path.display().to_string())),
-                            ("error", json!(e.to_string())),
-                        ],
-                    );
-                }
-                self.stats_failing = true;
-            }
+        match &mut self.sink {
+            Sink::Inline(o) => o.write(&s),
+            Sink::Thread(r) => r.submit(s),
+            Sink::Lost => {}
         }
     }
-}
 
-fn write_stats_file(path: &Path, s: &Stats) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+    /// Writes the last statistics before the daemon stops, and waits until
+    /// they are written.
+    pub(super) fn write_final_stats(&mut self, now: Duration) {
+        if self.sink.is_empty() {
+            return;
+        }
+        let s = self.stats(now);
+        self.sink = match std::mem::replace(&mut self.sink, Sink::Lost) {
+            Sink::Inline(mut o) => {
+                o.write(&s);
+                Sink::Inline(o)
+            }
+            Sink::Thread(r) => r.finish(s).map_or(Sink::Lost, Sink::Inline),
+            Sink::Lost => Sink::Lost,
+        };
     }
-    stats::write_atomic(path, s)
 }

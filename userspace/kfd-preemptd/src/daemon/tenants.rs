@@ -20,14 +20,17 @@ use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
 impl<B: Backend> Daemon<'_, B> {
     /// Finds new and gone tenants, re-queries the queues of every tenant.
     pub(super) fn scan(&mut self) {
-        let listing = self.dev.processes();
+        let listing = self
+            .dev
+            .processes()
+            .map(|listed| self.discovery.scan_listed(self.cfg, &listed));
         self.apply_listing(listing);
     }
 
     /// Acts on one listing of the KFD processes.
     pub(super) fn apply_listing(&mut self, listing: Listing) {
         let result = match listing {
-            Ok(listed) => self.discovery.scan_listed(self.cfg, &listed),
+            Ok(result) => result,
             Err(e) => {
                 self.warn("scan", &e);
                 return;
@@ -120,6 +123,9 @@ impl<B: Backend> Daemon<'_, B> {
                 // Raced with its exit or with it closing the KFD device:
                 // read it afresh if the next scan still lists it.
                 self.discovery.forget(pid);
+                if let Some(l) = &self.lister {
+                    l.forget(pid);
+                }
             }
             Err(e) => {
                 self.refused.insert(pid);
