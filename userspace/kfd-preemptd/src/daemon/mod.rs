@@ -319,9 +319,9 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 self.on_wakeups(&woken);
             }
             if listed {
-                let listings = self.lister.as_ref().map(Lister::take).unwrap_or_default();
-                for listing in listings {
-                    self.apply_listing(listing);
+                if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
+                    let result = listing.map(|l| self.discovery.scan_timed(self.cfg, &l));
+                    self.apply_listing(result);
                 }
             } else if self.lister.is_none() && monotonic() >= self.next_scan {
                 self.scan();
@@ -444,11 +444,7 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
         d.use_metrics(server);
     }
     // The scan and report threads first: they keep the default policy.
-    d.use_lister(Lister::spawn(
-        cfg.daemon.scan_interval(),
-        cfg.clone(),
-        Discovery::default(),
-    )?);
+    d.use_lister(Lister::spawn(cfg.daemon.scan_interval())?);
     d.use_reporter()?;
     if cfg.daemon.fifo_priority > 0 {
         set_fifo(cfg.daemon.fifo_priority)

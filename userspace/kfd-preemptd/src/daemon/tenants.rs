@@ -8,14 +8,17 @@ use serde_json::json;
 
 use super::{
     arena::Arena,
-    decision_name, is_compute,
-    lister::Listing,
-    monotonic,
+    decision_name, is_compute, monotonic,
     watcher::Watcher,
     watcher::{key_of, QueueKey},
     ArenaKey, Backend, Daemon, Tenant,
 };
-use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
+use crate::{
+    config::Priority,
+    discover::{Candidate, ScanResult},
+    log::Level,
+    policy::Class,
+};
 
 impl<B: Backend> Daemon<'_, B> {
     /// Finds new and gone tenants, re-queries the queues of every tenant.
@@ -27,8 +30,8 @@ impl<B: Backend> Daemon<'_, B> {
         self.apply_listing(listing);
     }
 
-    /// Acts on one listing of the KFD processes.
-    pub(super) fn apply_listing(&mut self, listing: Listing) {
+    /// Acts on what one listing of the KFD processes changed.
+    pub(super) fn apply_listing(&mut self, listing: Result<ScanResult, kfd_preempt::Error>) {
         let result = match listing {
             Ok(result) => result,
             Err(e) => {
@@ -123,9 +126,6 @@ impl<B: Backend> Daemon<'_, B> {
                 // Raced with its exit or with it closing the KFD device:
                 // read it afresh if the next scan still lists it.
                 self.discovery.forget(pid);
-                if let Some(l) = &self.lister {
-                    l.forget(pid);
-                }
             }
             Err(e) => {
                 self.refused.insert(pid);
