@@ -207,36 +207,6 @@ pub struct Candidate {
     pub priority: Priority,
 }
 
-/// A listed process and its start time, read as it was listed (`None`:
-/// gone, or unreadable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timed {
-    /// The pid.
-    pub pid: i32,
-    /// Its KFD descriptor kind.
-    pub kind: TargetKind,
-    /// `/proc/PID/stat`'s start time.
-    pub start_time: Option<u64>,
-}
-
-/// `pid`'s start time, from `proc_root/PID/stat`.
-fn read_start_time(proc_root: &Path, pid: i32) -> Option<u64> {
-    let stat = fs::read_to_string(proc_root.join(format!("{pid}/stat"))).ok()?;
-    parse_start_time(&stat)
-}
-
-/// `listed` with each process's start time, read now from `proc_root`.
-pub fn start_times(proc_root: &Path, listed: &[(i32, TargetKind)]) -> Vec<Timed> {
-    listed
-        .iter()
-        .map(|&(pid, kind)| Timed {
-            pid,
-            kind,
-            start_time: read_start_time(proc_root, pid),
-        })
-        .collect()
-}
-
 /// What a scan found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ScanResult {
@@ -289,41 +259,19 @@ impl Discovery {
 
     /// [`scan`](Self::scan) over a given list of `(pid, kind)`.
     pub fn scan_listed(&mut self, cfg: &Config, listed: &[(i32, TargetKind)]) -> ScanResult {
-        let proc_root = self.proc_root.clone();
-        self.scan_with(cfg, listed.iter().copied(), |pid| {
-            read_start_time(&proc_root, pid)
-        })
-    }
-
-    /// [`scan_listed`](Self::scan_listed) over a listing whose start times
-    /// were read with it ([`start_times`]): what tells a known process
-    /// from a new one under its pid is not read again here.
-    pub fn scan_timed(&mut self, cfg: &Config, listed: &[Timed]) -> ScanResult {
-        let starts: HashMap<i32, Option<u64>> =
-            listed.iter().map(|t| (t.pid, t.start_time)).collect();
-        self.scan_with(cfg, listed.iter().map(|t| (t.pid, t.kind)), |pid| {
-            starts.get(&pid).copied().flatten()
-        })
-    }
-
-    fn scan_with(
-        &mut self,
-        cfg: &Config,
-        listed: impl Iterator<Item = (i32, TargetKind)>,
-        start_time_of: impl Fn(i32) -> Option<u64>,
-    ) -> ScanResult {
         let want_exe = cfg.uses_exe();
         let want_env = cfg.uses_env();
         let mut result = ScanResult::default();
         let mut seen = HashMap::new();
-        for (pid, kind) in listed {
+        for &(pid, kind) in listed {
             if !wanted_kind(cfg.daemon.tenants, kind) {
                 continue;
             }
             let known = self.known.get(&pid).copied();
             // Known pids are checked for reuse with stat alone.
             if let Some(k) = known {
-                match start_time_of(pid) {
+                let stat = fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
+                match stat.ok().as_deref().and_then(parse_start_time) {
                     Some(t) if t == k.start_time => {
                         seen.insert(pid, k);
                         continue;
@@ -619,33 +567,6 @@ mod tests {
         // 10 closes its KFD file: no longer listed, gone.
         let r = d.scan_listed(&c, &[]);
         assert_eq!(r.gone, [10]);
-    }
-
-    #[test]
-    fn a_timed_listing_tells_known_from_reused_pids_by_its_own_start_times() {
-        let p = FakeProc::new("timed");
-        p.add(10, 100, 0, "lc", "/bin/lc", "/", &[]);
-        let c = cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n");
-        let mut d = Discovery::new(p.root.clone());
-        let list = [(10, TargetKind::KfdFd)];
-        let timed = start_times(&p.root, &list);
-        assert_eq!(timed[0].start_time, Some(100));
-        assert_eq!(d.scan_timed(&c, &timed).added.len(), 1);
-        // /proc changes after the listing was taken: the listing's start
-        // time is what a known pid is judged by.
-        p.add(10, 555, 0, "lc", "/bin/lc", "/", &[]);
-        assert_eq!(d.scan_timed(&c, &timed), ScanResult::default());
-        // The next listing sees the new start time: a new process.
-        let r = d.scan_timed(&c, &start_times(&p.root, &list));
-        assert_eq!(r.gone, [10]);
-        assert_eq!(r.added[0].info.start_time, 555);
-        // Listed without a start time (it exited while listed): gone.
-        let gone = [Timed {
-            pid: 10,
-            kind: TargetKind::KfdFd,
-            start_time: None,
-        }];
-        assert_eq!(d.scan_timed(&c, &gone).gone, [10]);
     }
 
     #[test]

@@ -1,27 +1,21 @@
 //! The `/proc` walk, off the main loop.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::time::Duration;
 
+use kfd_preempt::TargetKind;
 use rustix::event::{eventfd, EventfdFlags};
 
 use super::{fatal, Fatal};
-use crate::discover::{start_times, Timed};
 
-/// One listing of the processes with a KFD device open, each with its start
-/// time.
-pub(super) type Listing = Result<Vec<Timed>, kfd_preempt::Error>;
+/// One listing of the processes with a KFD device open.
+pub(super) type Listing = Result<Vec<(i32, TargetKind)>, kfd_preempt::Error>;
 
 /// Lists the KFD processes on a thread of its own, every scan interval, so
 /// that the walk of every process's descriptors in `/proc` (tens of
 /// milliseconds on a busy host) never sits between a busy edge and the
-/// preemption it calls for. It also reads each listed process's start time,
-/// which tells a known process from a new one under its pid: read on the
-/// main loop, at its SCHED_FIFO, those reads took 3 to 11 ms of every
-/// second from the tenants' CPUs on the bench VM. The main loop polls
-/// `wake` and takes the newest listing; it still reads and classifies the
-/// processes it has not seen, once each.
+/// preemption it calls for. The main loop polls `wake` and takes the
+/// newest listing.
 pub struct Lister {
     rx: std::sync::mpsc::Receiver<Listing>,
     pub(super) wake: OwnedFd,
@@ -37,10 +31,8 @@ impl Lister {
         std::thread::Builder::new()
             .name("kfd-preemptd-scan".into())
             .spawn(move || loop {
-                let listing = kfd_preempt::kfd_processes()
-                    .map(|listed| start_times(Path::new("/proc"), &listed));
                 // Ends when the daemon (the receiver) is gone.
-                if tx.send(listing).is_err() {
+                if tx.send(kfd_preempt::kfd_processes()).is_err() {
                     return;
                 }
                 let _ = rustix::io::write(&signal, &1u64.to_ne_bytes());

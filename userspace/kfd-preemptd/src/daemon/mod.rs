@@ -320,8 +320,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             }
             if listed {
                 if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
-                    let result = listing.map(|l| self.discovery.scan_timed(self.cfg, &l));
-                    self.apply_listing(result);
+                    self.apply_listing(listing);
                 }
             } else if self.lister.is_none() && monotonic() >= self.next_scan {
                 self.scan();

@@ -8,32 +8,26 @@ use serde_json::json;
 
 use super::{
     arena::Arena,
-    decision_name, is_compute, monotonic,
+    decision_name, is_compute,
+    lister::Listing,
+    monotonic,
     watcher::Watcher,
     watcher::{key_of, QueueKey},
     ArenaKey, Backend, Daemon, Tenant,
 };
-use crate::{
-    config::Priority,
-    discover::{Candidate, ScanResult},
-    log::Level,
-    policy::Class,
-};
+use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
 
 impl<B: Backend> Daemon<'_, B> {
     /// Finds new and gone tenants, re-queries the queues of every tenant.
     pub(super) fn scan(&mut self) {
-        let listing = self
-            .dev
-            .processes()
-            .map(|listed| self.discovery.scan_listed(self.cfg, &listed));
+        let listing = self.dev.processes();
         self.apply_listing(listing);
     }
 
-    /// Acts on what one listing of the KFD processes changed.
-    pub(super) fn apply_listing(&mut self, listing: Result<ScanResult, kfd_preempt::Error>) {
+    /// Acts on one listing of the KFD processes.
+    pub(super) fn apply_listing(&mut self, listing: Listing) {
         let result = match listing {
-            Ok(result) => result,
+            Ok(listed) => self.discovery.scan_listed(self.cfg, &listed),
             Err(e) => {
                 self.warn("scan", &e);
                 return;
