@@ -6,9 +6,10 @@
 # an LC tenant whose requests return to the host for 2 ms between their
 # dispatches on node 3 (the daemon's hysteresis must learn to cover them:
 # judged by the preemptions a request cost),
-# a best-effort (BE) tenant saturating every node (two 250 ms dispatches
+# a best-effort (BE) tenant saturating every node (three 250 ms dispatches
 # outstanding, looked at every 20 ms: sixteen of them must leave the VM's
-# CPUs to the rest); each measured alone (the LC tenants together, then the
+# CPUs to the rest, and one not scheduled for half a second, as happens in
+# the debug VM, must still not leave its node idle); each measured alone (the LC tenants together, then the
 # BE tenants together: every tenant is alone on its node), all together
 # without a daemon, and all together under kfd-preemptd. The simulated
 # node counts the queues each node had preempted and logs, on its own
@@ -73,7 +74,7 @@ run() { # mode lc? be?
 		n=0
 		while [ $n -lt "$NODES" ]; do
 			KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node $n --work-ms $BE_MS \
-				--depth 2 --poll-ms 20 --duration-s "$D" --out "be_${mode}_n$n.json" \
+				--depth 3 --poll-ms 20 --duration-s "$D" --out "be_${mode}_n$n.json" \
 				--ready-file "be_${mode}_n$n.ready" --go-file go &
 			pids="$pids $!" ready="$ready be_${mode}_n$n.ready"
 			n=$((n + 1))
