@@ -9,8 +9,8 @@
 # a best-effort (BE) tenant saturating every node (three 250 ms dispatches
 # outstanding, looked at every 20 ms: sixteen of them must leave the VM's
 # CPUs to the rest, and one not scheduled for half a second, as happens in
-# the debug VM, must still not leave its node idle); each measured alone (the LC tenants together, then the
-# BE tenants together: every tenant is alone on its node), all together
+# the debug VM, must still not leave its node idle); each measured alone
+# (the LC tenants together, then the BE tenants together: every tenant is alone on its node), all together
 # without a daemon, and all together under kfd-preemptd. The simulated
 # node counts the queues each node had preempted and logs, on its own
 # clock, the doorbell each preemption answered. The LC tenants run at nice

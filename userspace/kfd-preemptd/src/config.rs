@@ -147,8 +147,8 @@ pub struct DaemonConfig {
     pub levels: Vec<String>,
     /// SCHED_FIFO priority of the thread that reacts (1 to 99), so that
     /// busy tenants on every CPU cannot delay a preemption; 0: the default
-    /// scheduler. The `/proc` scan runs on a thread of its own at the
-    /// default policy either way.
+    /// scheduler. The `/proc` walk and the statistics' rendering run on
+    /// threads of their own at the default policy either way.
     pub fifo_priority: u32,
 }
 

@@ -275,7 +275,8 @@ pub struct Stats {
     pub version: u32,
     /// The daemon's pid.
     pub pid: u32,
-    /// When written, ms since the Unix epoch.
+    /// When the snapshot was taken (the report thread writes it moments
+    /// later), ms since the Unix epoch.
     pub written_at_unix_ms: u64,
     /// Seconds since the daemon started.
     pub uptime_s: f64,

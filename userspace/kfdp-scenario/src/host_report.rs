@@ -23,6 +23,11 @@
 //! LC P99 bounds are a benchmark's; the debug kernel in TCG misses them
 //! (`make scenario` judges them).
 //!
+//! For the judged LC nodes it also splits the wait before a request's
+//! first dispatch ran into the host's part and the node's
+//! ([`start_breakdown`]), which tells the VM's CPUs from the daemon's
+//! reaction.
+//!
 //! An LC tenant whose requests return to the host between their
 //! dispatches (`lc --gap-ms`, `--seq-nodes`) is reported as the short one
 //! is, and judged among the criteria by how many preemptions each of its

@@ -79,6 +79,9 @@ struct Pending {
     /// (open loop, no coordinated omission).
     arrival_ns: u64,
     first_index: u64,
+    /// The first dispatch's times, read once it retired: its slot may be
+    /// reused before the last one retires.
+    first: Option<PacketTimes>,
     last_index: u64,
 }
 
@@ -108,12 +111,21 @@ impl Completed {
 /// reused yet.
 fn drain(ring: &SimRing<'_>, outstanding: &mut VecDeque<Pending>, done: &mut Completed) {
     let read = ring.read_index();
+    for p in outstanding.iter_mut() {
+        if p.first_index >= read {
+            break;
+        }
+        if p.first.is_none() {
+            p.first = Some(ring.times(p.first_index));
+        }
+    }
     while let Some(p) = outstanding.front() {
         if p.last_index >= read {
             break;
         }
         let end = ring.times(p.last_index).end_ns;
-        done.record(p.arrival_ns, ring.times(p.first_index), end);
+        let first = p.first.unwrap_or_else(|| ring.times(p.first_index));
+        done.record(p.arrival_ns, first, end);
         outstanding.pop_front();
     }
 }
@@ -294,6 +306,7 @@ fn chained(
         outstanding.push_back(Pending {
             arrival_ns: next_arrival,
             first_index: first,
+            first: None,
             last_index: first + u64::from(args.chain) - 1,
         });
         requests += 1;
@@ -319,8 +332,9 @@ fn chained(
 
 /// The request a sequenced run is serving.
 struct Serving {
-    /// When it arrived, and its index (the tag of its dispatches).
+    /// When it arrived.
     arrival: u64,
+    /// Its index: the tag of its dispatches.
     id: u64,
     /// Dispatches it has left to submit.
     left: u32,

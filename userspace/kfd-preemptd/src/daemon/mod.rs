@@ -13,7 +13,8 @@
 //! The loop polls the decisions' eventfds, the scan thread's and a stop
 //! descriptor (SIGTERM/SIGINT), with a timeout at the next deadline among
 //! the policies' (lease renewal, minimum share, retries) and the
-//! statistics write. An eventfd wakeup is confirmed with a SAMPLE of that
+//! statistics snapshot, which it hands to a report thread ([`reporter`]) to
+//! render and write off this SCHED_FIFO loop. An eventfd wakeup is confirmed with a SAMPLE of that
 //! decision's file before its policy hears of it, so a stale signal from a
 //! replaced ARM cannot resume or preempt anything. Only the decisions that
 //! woke or whose deadline came are touched: the cost of a decision does not
@@ -47,12 +48,12 @@ use rustix::{
 use serde_json::{json, Value};
 
 use self::arena::Arena;
+use self::reporter::{Outputs, Reporter, Sink};
 pub use self::{
     actions::PreemptSummary,
     arena::ArenaKey,
     backend::{Backend, ModuleFile},
     lister::Lister,
-    reporter::{Outputs, Reporter, Sink},
     watcher::{confirm, ArmState, Confirmation},
 };
 use crate::{
@@ -214,10 +215,12 @@ impl<'c, B: Backend> Daemon<'c, B> {
     }
 
     /// Renders and writes the statistics on a thread of their own from now
-    /// on ([`reporter`]).
+    /// on (`reporter`), if they go anywhere.
     pub fn use_reporter(&mut self) -> Result<(), Fatal> {
-        if let Sink::Inline(o) = std::mem::replace(&mut self.sink, Sink::Lost) {
-            self.sink = Sink::Thread(Reporter::spawn(o)?);
+        if matches!(&self.sink, Sink::Inline(o) if !o.is_empty()) {
+            if let Sink::Inline(o) = std::mem::replace(&mut self.sink, Sink::Lost) {
+                self.sink = Sink::Thread(Reporter::spawn(o)?);
+            }
         }
         Ok(())
     }

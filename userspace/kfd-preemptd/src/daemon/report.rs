@@ -90,6 +90,14 @@ impl<B: Backend> Daemon<'_, B> {
         if self.sink.is_empty() {
             return;
         }
+        if matches!(&self.sink, Sink::Thread(r) if r.is_dead()) {
+            self.sink = Sink::Lost;
+            self.warn(
+                "stats",
+                &"the report thread died: no statistics nor metrics from now on",
+            );
+            return;
+        }
         let s = self.stats(now);
         match &mut self.sink {
             Sink::Inline(o) => o.write(&s),
@@ -110,7 +118,16 @@ impl<B: Backend> Daemon<'_, B> {
                 o.write(&s);
                 Sink::Inline(o)
             }
-            Sink::Thread(r) => r.finish(s).map_or(Sink::Lost, Sink::Inline),
+            Sink::Thread(r) => match r.finish(s) {
+                Some(o) => Sink::Inline(o),
+                None => {
+                    self.warn(
+                        "stats",
+                        &"the report thread died: the last statistics are not written",
+                    );
+                    Sink::Lost
+                }
+            },
             Sink::Lost => Sink::Lost,
         };
     }

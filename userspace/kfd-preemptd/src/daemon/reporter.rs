@@ -11,7 +11,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError},
     thread::JoinHandle,
 };
 
@@ -97,18 +97,29 @@ struct Mailbox {
     closed: bool,
 }
 
-type Shared = Arc<(Mutex<Mailbox>, Condvar)>;
+/// What the loop and the thread share.
+#[derive(Default)]
+struct Shared {
+    mailbox: Mutex<Mailbox>,
+    posted: Condvar,
+}
 
-fn lock(shared: &Shared) -> MutexGuard<'_, Mailbox> {
-    // A panic while holding the lock leaves a whole Mailbox behind.
-    shared.0.lock().unwrap_or_else(PoisonError::into_inner)
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Mailbox> {
+        // A panic while holding the lock leaves a whole Mailbox behind.
+        self.mailbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The thread `kfd-preemptd-report`, which writes each snapshot handed to
 /// it.
+///
+/// # Invariants
+///
+/// `thread` is `Some` until [`finish`](Self::finish) or `drop` joins it.
 pub struct Reporter {
-    shared: Shared,
-    thread: JoinHandle<Outputs>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Outputs>>,
 }
 
 impl Reporter {
@@ -116,15 +127,18 @@ impl Reporter {
     /// its own scheduling policy: the thread keeps the policy it starts
     /// with.
     pub fn spawn(mut outputs: Outputs) -> Result<Self, Fatal> {
-        let shared: Shared = Arc::default();
+        let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("kfd-preemptd-report".into())
             .spawn(move || loop {
                 let (next, closed) = {
-                    let mut m = lock(&theirs);
+                    let mut m = theirs.lock();
                     while m.next.is_none() && !m.closed {
-                        m = theirs.1.wait(m).unwrap_or_else(PoisonError::into_inner);
+                        m = theirs
+                            .posted
+                            .wait(m)
+                            .unwrap_or_else(PoisonError::into_inner);
                     }
                     (m.next.take(), m.closed)
                 };
@@ -136,36 +150,69 @@ impl Reporter {
                 }
             })
             .map_err(|e| fatal("starting the report thread", e))?;
-        Ok(Reporter { shared, thread })
+        Ok(Reporter {
+            shared,
+            thread: Some(thread),
+        })
     }
 
-    /// Hands `s` over, replacing a snapshot not written yet.
+    /// Hands `s` over, replacing a snapshot not written yet. Called from
+    /// the SCHED_FIFO loop, it never waits for the thread: if the thread
+    /// holds the mailbox (for the moment it takes a snapshot out), `s` is
+    /// dropped and the next second's goes instead, rather than the loop
+    /// waiting for a thread of the default policy to get a CPU back.
     pub fn submit(&self, s: Stats) {
-        lock(&self.shared).next = Some(s);
-        self.shared.1.notify_one();
+        let replaced = match self.shared.mailbox.try_lock() {
+            Ok(mut m) => m.next.replace(s),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().next.replace(s),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        self.shared.posted.notify_one();
+        // Freed outside the lock.
+        drop(replaced);
+    }
+
+    /// Whether the thread has ended (it ends only by panicking, or when
+    /// closed).
+    pub fn is_dead(&self) -> bool {
+        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     /// Writes `last` and stops the thread; gives the outputs back once
     /// everything handed over is written (`None` if the thread panicked).
-    pub fn finish(self, last: Stats) -> Option<Outputs> {
+    pub fn finish(mut self, last: Stats) -> Option<Outputs> {
+        self.close(Some(last))
+    }
+
+    fn close(&mut self, last: Option<Stats>) -> Option<Outputs> {
         {
-            let mut m = lock(&self.shared);
-            m.next = Some(last);
+            let mut m = self.shared.lock();
+            if last.is_some() {
+                m.next = last;
+            }
             m.closed = true;
         }
-        self.shared.1.notify_one();
-        self.thread.join().ok()
+        self.shared.posted.notify_one();
+        self.thread.take()?.join().ok()
     }
 }
 
-/// Where [`Daemon::write_stats`](super::Daemon::write_stats) sends a
-/// snapshot.
+impl Drop for Reporter {
+    /// A daemon stopping on an error writes what was handed over, and
+    /// drops the outputs (removing the metrics socket) before it exits.
+    fn drop(&mut self) {
+        drop(self.close(None));
+    }
+}
+
+/// Where the daemon's statistics write sends a snapshot.
 pub enum Sink {
     /// Written by the caller (tests, and before the thread starts).
     Inline(Outputs),
     /// Handed to the report thread.
     Thread(Reporter),
-    /// The report thread died; nothing is written any more.
+    /// The report thread died (reported once); nothing is written any
+    /// more.
     Lost,
 }
 
@@ -228,17 +275,44 @@ mod tests {
     }
 
     #[test]
+    fn dropping_the_reporter_writes_what_it_was_handed_and_ends_the_thread() {
+        let dir =
+            std::env::temp_dir().join(format!("kfd-preemptd-report-drop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("stats.json");
+        let r = Reporter::spawn(Outputs::new(
+            Some(path.clone()),
+            Logger::new(LogFormat::Text),
+        ))
+        .unwrap();
+        r.submit(snapshot(7));
+        drop(r);
+        assert_eq!(written_at(&path), 7);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_snapshot_not_written_yet_is_replaced() {
-        let shared: Shared = Arc::default();
+        let shared = Arc::new(Shared::default());
         let r = Reporter {
             shared: Arc::clone(&shared),
             // A thread that never reads: what the mailbox holds is what a
             // slow disk would leave there.
-            thread: std::thread::spawn(|| Outputs::new(None, Logger::new(LogFormat::Text))),
+            thread: Some(std::thread::spawn(|| {
+                Outputs::new(None, Logger::new(LogFormat::Text))
+            })),
         };
         r.submit(snapshot(1));
         r.submit(snapshot(2));
-        let held = lock(&shared).next.as_ref().map(|s| s.written_at_unix_ms);
+        let held = shared.lock().next.as_ref().map(|s| s.written_at_unix_ms);
+        assert_eq!(held, Some(2));
+        // The loop never waits for the thread: a held mailbox drops the
+        // snapshot instead.
+        {
+            let _held_by_the_thread = shared.lock();
+            r.submit(snapshot(3));
+        }
+        let held = shared.lock().next.as_ref().map(|s| s.written_at_unix_ms);
         assert_eq!(held, Some(2));
     }
 }
