@@ -438,3 +438,25 @@ fn sequenced(
         incomplete: arrivals.len() as u64 + u64::from(current.is_some()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requests_start_splits_into_the_hosts_part_and_the_nodes() {
+        let mut done = Completed::default();
+        let first = PacketTimes {
+            submit_ns: 3_000_000,
+            start_ns: 7_500_000,
+            end_ns: 9_000_000,
+            tag: 0,
+        };
+        // Arrived at 1 ms, seen by the node at 3 ms, ran from 7.5 ms, the
+        // last dispatch ended at 20 ms.
+        done.record(1_000_000, first, 20_000_000);
+        assert_eq!(done.latencies_ms, [19.0]);
+        assert_eq!(done.submit_delay_ms, [2.0]);
+        assert_eq!(done.node_wait_ms, [4.5]);
+    }
+}

@@ -14,9 +14,10 @@
 //! descriptor (SIGTERM/SIGINT), with a timeout at the next deadline among
 //! the policies' (lease renewal, minimum share, retries) and the
 //! statistics snapshot, which it hands to a report thread ([`reporter`]) to
-//! render and write off this SCHED_FIFO loop. An eventfd wakeup is confirmed with a SAMPLE of that
-//! decision's file before its policy hears of it, so a stale signal from a
-//! replaced ARM cannot resume or preempt anything. Only the decisions that
+//! render and write off this SCHED_FIFO loop. An eventfd wakeup is
+//! confirmed with a SAMPLE of that decision's file before its policy hears
+//! of it, so a stale signal from a replaced ARM cannot resume or preempt
+//! anything. Only the decisions that
 //! woke or whose deadline came are touched: the cost of a decision does not
 //! grow with the number of idle nodes.
 
@@ -217,11 +218,10 @@ impl<'c, B: Backend> Daemon<'c, B> {
     /// Renders and writes the statistics on a thread of their own from now
     /// on (`reporter`), if they go anywhere.
     pub fn use_reporter(&mut self) -> Result<(), Fatal> {
-        if matches!(&self.sink, Sink::Inline(o) if !o.is_empty()) {
-            if let Sink::Inline(o) = std::mem::replace(&mut self.sink, Sink::Lost) {
-                self.sink = Sink::Thread(Reporter::spawn(o)?);
-            }
-        }
+        self.sink = match std::mem::replace(&mut self.sink, Sink::Lost) {
+            Sink::Inline(o) if !o.is_empty() => Sink::Thread(Reporter::spawn(o)?),
+            other => other,
+        };
         Ok(())
     }
 
