@@ -5,14 +5,27 @@
 //! from `/proc/PID` for pids not seen before, and reports which appeared
 //! and which left. A process can exit at any point of this: whatever was
 //! being read about it is then dropped, not an error.
+//!
+//! A pid seen before is told from a new process under the same pid by a
+//! pidfd held for it, which polls readable once the process exits: one
+//! `poll` confirms every known process, where reading each one's
+//! `/proc/PID/stat` cost the daemon's SCHED_FIFO loop milliseconds a scan.
+//! Without a pidfd (a kernel before 5.3, or no descriptor left) the start
+//! time in `/proc/PID/stat` tells them apart, as it did before.
 
 use std::{
     collections::HashMap,
     fs, io,
+    os::fd::OwnedFd,
     path::{Path, PathBuf},
 };
 
 use kfd_preempt::TargetKind;
+use rustix::{
+    event::{poll, PollFd, PollFlags, Timespec},
+    io::Errno,
+    process::{pidfd_open, Pid, PidfdFlags},
+};
 
 use crate::config::{ClassRule, Config, Priority, Tenants, CLASS_ENV};
 
@@ -217,9 +230,19 @@ pub struct ScanResult {
     pub gone: Vec<i32>,
 }
 
-#[derive(Debug, Clone, Copy)]
+/// At most this many pidfds are held; processes beyond are compared by
+/// start time. The descriptors stay well inside the usual soft limit of
+/// 1024, beside the two each decision holds (a 64-node host with two
+/// levels: 256).
+const MAX_PIDFDS: usize = 512;
+
+/// A process seen before.
+#[derive(Debug)]
 struct Known {
     start_time: u64,
+    /// Readable once the process has exited; `None` where none could be
+    /// opened, and then `start_time` is compared instead.
+    pidfd: Option<OwnedFd>,
 }
 
 /// Remembers the processes seen so far, so that each is read and
@@ -227,22 +250,44 @@ struct Known {
 #[derive(Debug)]
 pub struct Discovery {
     proc_root: PathBuf,
+    /// Whether known processes are confirmed by pidfd: only where
+    /// `proc_root` is the system's `/proc`, whose pids the pidfds name.
+    pidfds: bool,
     known: HashMap<i32, Known>,
 }
 
 impl Default for Discovery {
     fn default() -> Self {
-        Self::new(PathBuf::from("/proc"))
+        Self::new(PathBuf::from("/proc")).with_pidfds()
     }
 }
 
+/// What opening a pidfd for a pid found.
+enum Opened {
+    Fd(OwnedFd),
+    /// The pid names no process now.
+    Gone,
+    /// No pidfd (not asked for, not supported, or no descriptor left).
+    None,
+}
+
 impl Discovery {
-    /// A discovery over `proc_root` (`/proc`, or a fake one in tests).
+    /// A discovery over `proc_root` (`/proc`, or a fake one in tests) that
+    /// reads the start time of every known process at each scan.
     pub fn new(proc_root: PathBuf) -> Self {
         Discovery {
             proc_root,
+            pidfds: false,
             known: HashMap::new(),
         }
+    }
+
+    /// Confirms known processes by pidfd instead. The pids must be the
+    /// system's: `proc_root` is `/proc` (tests pair a fake one with real
+    /// children).
+    pub fn with_pidfds(mut self) -> Self {
+        self.pidfds = true;
+        self
     }
 
     /// Lists the KFD processes now and compares with the last scan.
@@ -257,31 +302,103 @@ impl Discovery {
         self.known.remove(&pid);
     }
 
+    fn open_pidfd(&self, pid: i32, held: usize) -> Opened {
+        if !self.pidfds || held >= MAX_PIDFDS {
+            return Opened::None;
+        }
+        let Some(p) = Pid::from_raw(pid) else {
+            return Opened::Gone;
+        };
+        match pidfd_open(p, PidfdFlags::empty()) {
+            Ok(fd) => Opened::Fd(fd),
+            Err(Errno::SRCH) => Opened::Gone,
+            Err(_) => Opened::None,
+        }
+    }
+
+    /// The listed known pids whose pidfd says they exited. An error of
+    /// `poll` (none is expected with a zero timeout) counts every pidfd as
+    /// exited, so that each is read again.
+    fn exited(&self, listed: &[(i32, TargetKind)]) -> Vec<i32> {
+        let mut pids = Vec::new();
+        let mut fds = Vec::new();
+        for (pid, _) in listed {
+            if let Some(fd) = self.known.get(pid).and_then(|k| k.pidfd.as_ref()) {
+                pids.push(*pid);
+                fds.push(PollFd::new(fd, PollFlags::IN));
+            }
+        }
+        if fds.is_empty() {
+            return pids;
+        }
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if poll(&mut fds, Some(&now)).is_err() {
+            return pids;
+        }
+        pids.into_iter()
+            .zip(fds)
+            .filter(|(_, fd)| !fd.revents().is_empty())
+            .map(|(pid, _)| pid)
+            .collect()
+    }
+
+    /// Whether a known process is the one listed under its pid now:
+    /// `None` if the pid names no process any more.
+    fn still_the_same(&self, pid: i32, k: &Known, exited: &[i32]) -> Option<bool> {
+        if k.pidfd.is_some() {
+            // A reused pid means the process seen before exited, so its
+            // pidfd is readable; the pid is then read afresh.
+            return Some(!exited.contains(&pid));
+        }
+        let stat = fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
+        let start_time = stat.ok().as_deref().and_then(parse_start_time)?;
+        Some(start_time == k.start_time)
+    }
+
     /// [`scan`](Self::scan) over a given list of `(pid, kind)`.
     pub fn scan_listed(&mut self, cfg: &Config, listed: &[(i32, TargetKind)]) -> ScanResult {
         let want_exe = cfg.uses_exe();
         let want_env = cfg.uses_env();
+        let exited = self.exited(listed);
+        let mut known = std::mem::take(&mut self.known);
+        // Counts the pidfds of processes found exited too, until the
+        // scan's end drops them: never more than MAX_PIDFDS.
+        let mut held = known.values().filter(|k| k.pidfd.is_some()).count();
         let mut result = ScanResult::default();
         let mut seen = HashMap::new();
         for &(pid, kind) in listed {
             if !wanted_kind(cfg.daemon.tenants, kind) {
                 continue;
             }
-            let known = self.known.get(&pid).copied();
-            // Known pids are checked for reuse with stat alone.
-            if let Some(k) = known {
-                let stat = fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
-                match stat.ok().as_deref().and_then(parse_start_time) {
-                    Some(t) if t == k.start_time => {
+            if let Some(k) = known.remove(&pid) {
+                match self.still_the_same(pid, &k, &exited) {
+                    Some(true) => {
                         seen.insert(pid, k);
                         continue;
                     }
                     // Gone since it was listed: reported gone below.
-                    None => continue,
-                    // A new process under an old pid.
-                    Some(_) => result.gone.push(pid),
+                    None => {
+                        known.insert(pid, k);
+                        continue;
+                    }
+                    // Exited, and perhaps a new process under its pid.
+                    Some(false) => result.gone.push(pid),
                 }
             }
+            // Opened before the read: should the pid be reused in between,
+            // the pidfd names the process that exited, and the next scan
+            // reads the pid again.
+            let pidfd = match self.open_pidfd(pid, held) {
+                Opened::Fd(fd) => {
+                    held += 1;
+                    Some(fd)
+                }
+                Opened::Gone => continue,
+                Opened::None => None,
+            };
             // Unreadable for another reason than exiting (a /proc mounted
             // with hidepid, say): skipped now, tried again next scan.
             let Ok(Some(info)) = read_proc(&self.proc_root, pid, want_exe, want_env) else {
@@ -292,6 +409,7 @@ impl Discovery {
                 pid,
                 Known {
                     start_time: info.start_time,
+                    pidfd,
                 },
             );
             result.added.push(Candidate {
@@ -301,7 +419,7 @@ impl Discovery {
                 kind,
             });
         }
-        for pid in self.known.keys() {
+        for pid in known.keys() {
             if !seen.contains_key(pid) && !result.gone.contains(pid) {
                 result.gone.push(*pid);
             }
@@ -597,5 +715,88 @@ mod tests {
                 .collect();
             assert_eq!(pids, expect, "tenants = {tenants}");
         }
+    }
+
+    /// A child that lives until killed, for the pidfd tests: their fake
+    /// `/proc` entries carry real pids, which the pidfds name.
+    struct Child(std::process::Child);
+
+    impl Child {
+        fn spawn() -> Self {
+            Child(
+                std::process::Command::new("sleep")
+                    .arg("60")
+                    .spawn()
+                    .unwrap(),
+            )
+        }
+        fn pid(&self) -> i32 {
+            self.0.id() as i32
+        }
+        fn kill_and_reap(&mut self) {
+            self.0.kill().unwrap();
+            self.0.wait().unwrap();
+        }
+    }
+
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn lc_uid0() -> Config {
+        cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n")
+    }
+
+    #[test]
+    fn a_live_process_is_confirmed_by_its_pidfd_without_reading_proc() {
+        let p = FakeProc::new("pidfd-live");
+        let child = Child::spawn();
+        let pid = child.pid();
+        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
+        let c = lc_uid0();
+        let mut d = Discovery::new(p.root.clone()).with_pidfds();
+        let list = [(pid, TargetKind::KfdFd)];
+        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        // Its /proc entry is not read again: a scan that needed it would
+        // find it missing and report the process gone.
+        p.remove(pid);
+        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+    }
+
+    #[test]
+    fn an_exit_is_seen_by_the_pidfd_even_where_proc_is_unchanged() {
+        let p = FakeProc::new("pidfd-exit");
+        let mut child = Child::spawn();
+        let pid = child.pid();
+        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
+        let c = lc_uid0();
+        let mut d = Discovery::new(p.root.clone()).with_pidfds();
+        let list = [(pid, TargetKind::KfdFd)];
+        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        // The fake entry keeps its start time, as a reused pid could: the
+        // start-time comparison alone would call it the same process.
+        child.kill_and_reap();
+        let r = d.scan_listed(&c, &list);
+        assert_eq!(r.gone, [pid]);
+        // The pid names no process now, so nothing is read or added.
+        assert!(r.added.is_empty());
+        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+    }
+
+    #[test]
+    fn without_pidfds_known_processes_are_compared_by_start_time() {
+        let p = FakeProc::new("pidfd-none");
+        let child = Child::spawn();
+        let pid = child.pid();
+        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
+        let c = lc_uid0();
+        let mut d = Discovery::new(p.root.clone());
+        let list = [(pid, TargetKind::KfdFd)];
+        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        p.remove(pid);
+        assert_eq!(d.scan_listed(&c, &list).gone, [pid]);
     }
 }
