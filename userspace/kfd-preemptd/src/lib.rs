@@ -12,6 +12,7 @@ pub mod config;
 pub mod daemon;
 pub mod discover;
 pub mod log;
+pub mod log_writer;
 pub mod metrics;
 pub mod policy;
 pub mod stats;

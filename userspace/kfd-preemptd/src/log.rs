@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use crate::config::LogFormat;
+use crate::{config::LogFormat, log_writer::LineQueue};
 
 /// How much a line matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,25 +37,44 @@ impl Level {
     }
 }
 
-/// Writes log lines to stderr.
-#[derive(Debug, Clone, Copy)]
+/// Writes log lines to stderr, from the calling thread or through the log
+/// thread ([`crate::log_writer`]).
+#[derive(Debug, Clone)]
 pub struct Logger {
     format: LogFormat,
+    /// The log thread's queue; `None`: written by the caller.
+    queue: Option<LineQueue>,
 }
 
 impl Logger {
-    /// A logger writing `format`.
+    /// A logger writing `format` from the calling thread.
     pub fn new(format: LogFormat) -> Self {
-        Logger { format }
+        Logger {
+            format,
+            queue: None,
+        }
+    }
+
+    /// A logger handing its lines to a log thread.
+    pub(crate) fn queued(format: LogFormat, queue: LineQueue) -> Self {
+        Logger {
+            format,
+            queue: Some(queue),
+        }
     }
 
     /// Writes one line: the wall-clock time, the level, the event and the
     /// fields in the order given.
     pub fn log(&self, level: Level, event: &str, fields: &[(&str, Value)]) {
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        let line = self.format_line(ts, level, event, fields);
+        let line = self.line(level, event, fields);
+        let line = match &self.queue {
+            Some(q) => match q.push(line) {
+                Ok(()) => return,
+                // The log thread has ended (the daemon is stopping).
+                Err(line) => line,
+            },
+            None => line,
+        };
         // One write per line, so that lines from a restart or another
         // writer on the same journal stream do not interleave; a closed
         // stderr is not a reason to stop scheduling.
@@ -67,6 +86,14 @@ impl Logger {
         // The test harness captures only what the print macros write.
         #[cfg(test)]
         eprintln!("{line}");
+    }
+
+    /// The line [`log`](Self::log) writes now.
+    pub fn line(&self, level: Level, event: &str, fields: &[(&str, Value)]) -> String {
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.format_line(ts, level, event, fields)
     }
 
     /// The line [`log`](Self::log) writes, for a given time (seconds since

@@ -14,7 +14,8 @@
 //! descriptor (SIGTERM/SIGINT), with a timeout at the next deadline among
 //! the policies' (lease renewal, minimum share, retries) and the
 //! statistics snapshot, which it hands to a report thread ([`reporter`]) to
-//! render and write off this SCHED_FIFO loop. An eventfd wakeup is
+//! render and write off this SCHED_FIFO loop; its log lines go to the log
+//! thread ([`crate::log_writer`]) likewise. An eventfd wakeup is
 //! confirmed with a SAMPLE of that decision's file before its policy hears
 //! of it, so a stale signal from a replaced ARM cannot resume or preempt
 //! anything. Only the decisions that
@@ -61,6 +62,7 @@ use crate::{
     config::Config,
     discover::Discovery,
     log::{Level, Logger},
+    log_writer::LogWriter,
     metrics::MetricsServer,
     policy::{Event, PolicyConfig},
 };
@@ -152,15 +154,15 @@ pub struct Daemon<'c, B: Backend> {
 
 impl<'c, B: Backend> Daemon<'c, B> {
     /// Sets up a daemon over an open device whose `info` was read, finding
-    /// tenants with `discovery`.
+    /// tenants with `discovery` and logging to `log`.
     pub fn new(
         cfg: &'c Config,
         dev: B,
         info: &Info,
         discovery: Discovery,
         stats_path: Option<PathBuf>,
+        log: Logger,
     ) -> Result<Self, Fatal> {
-        let log = Logger::new(cfg.daemon.log_format);
         if !info.caps.has(Caps::ACTIVITY) {
             return Err(fatal(
                 "checking the module",
@@ -186,6 +188,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
         }
         let now = monotonic();
         let retry_delay = Duration::from_micros(info.min_preempt_interval_us.max(1000).into());
+        let sink = Sink::Inline(Outputs::new(stats_path, log.clone()));
         Ok(Daemon {
             cfg,
             dev,
@@ -196,7 +199,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             refused: HashSet::new(),
             arenas: BTreeMap::new(),
             retry_delay,
-            sink: Sink::Inline(Outputs::new(stats_path, log)),
+            sink,
             started: now,
             next_scan: now,
             next_stats: now + STATS_INTERVAL,
@@ -414,7 +417,12 @@ fn set_fifo(priority: u32) -> std::io::Result<()> {
 
 /// Opens the device and runs the daemon until `stop` is readable.
 pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> Result<(), Fatal> {
-    let log = Logger::new(cfg.daemon.log_format);
+    // Before anything logs, and before the loop takes SCHED_FIFO, which
+    // the log thread must not inherit. Dropped last: it writes whatever
+    // the daemon logged, even on an error.
+    let writer =
+        LogWriter::spawn(cfg.daemon.log_format).map_err(|e| fatal("starting the log thread", e))?;
+    let log = writer.logger();
     let dev = ModuleFile::open(cfg.daemon.device.clone())
         .map_err(|e| fatal(format!("opening {}", cfg.daemon.device.display()), e))?;
     let info = dev.device().info().map_err(|e| fatal("KFDP_IOC_INFO", e))?;
@@ -439,7 +447,7 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
             ),
         ],
     );
-    let mut d = Daemon::new(cfg, dev, &info, Discovery::default(), stats_path)?;
+    let mut d = Daemon::new(cfg, dev, &info, Discovery::default(), stats_path, log)?;
     if let Some(addr) = &cfg.daemon.metrics {
         let server = MetricsServer::spawn(addr)
             .map_err(|e| fatal(format!("serving the metrics on {addr}"), e))?;
@@ -452,5 +460,9 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
         set_fifo(cfg.daemon.fifo_priority)
             .map_err(|e| fatal("sched_setscheduler(SCHED_FIFO) (needs CAP_SYS_NICE)", e))?;
     }
-    d.run(stop)
+    let result = d.run(stop);
+    // The report thread's last lines, then the log thread's.
+    drop(d);
+    writer.finish();
+    result
 }

@@ -531,6 +531,7 @@ fn daemon<'c>(p: &FakeProc, fake: &Fake, cfg: &'c Config) -> Daemon<'c, Fake> {
         &info(),
         Discovery::new(p.root.clone()),
         Some(cfg.daemon.stats_path.clone()),
+        Logger::new(cfg.daemon.log_format),
     )
     .unwrap()
 }
@@ -563,7 +564,8 @@ fn a_module_without_activity_detection_is_refused() {
         abi_minor: 1,
         ..info()
     };
-    let e = Daemon::new(&cfg, fake, &old, Discovery::new(p.root.clone()), None)
+    let log = Logger::new(cfg.daemon.log_format);
+    let e = Daemon::new(&cfg, fake, &old, Discovery::new(p.root.clone()), None, log)
         .err()
         .unwrap();
     assert!(e.to_string().contains("activity"), "{e}");
@@ -582,6 +584,7 @@ fn too_short_a_period_is_raised_to_the_modules_minimum() {
         &slow,
         Discovery::new(p.root.clone()),
         None,
+        Logger::new(cfg.daemon.log_format),
     )
     .unwrap();
     d.scan();
