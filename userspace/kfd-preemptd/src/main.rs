@@ -61,7 +61,8 @@ fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
 }
 
 fn once(cfg: &Config) -> ExitCode {
-    let mut d = Discovery::default();
+    // One scan: nothing is known before it, so no pidfd would be used.
+    let mut d = Discovery::new(PathBuf::from("/proc"));
     let r = match d.scan(cfg) {
         Ok(r) => r,
         Err(e) => {

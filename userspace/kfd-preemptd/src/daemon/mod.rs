@@ -45,6 +45,7 @@ use kfd_preempt::{Caps, Info, QueueRef, QueueType};
 use rustix::{
     event::{poll, PollFd, PollFlags, Timespec},
     io::Errno,
+    process::{getrlimit, setrlimit, Resource, Rlimit},
     time::{clock_gettime, ClockId},
 };
 use serde_json::{json, Value};
@@ -415,6 +416,29 @@ fn set_fifo(priority: u32) -> std::io::Result<()> {
     }
 }
 
+/// Raises the soft limit on open files to the hard one, as a daemon that
+/// holds a pidfd for each process it knows should (the soft 1024 exists for
+/// `select(2)`, which it does not use). Best effort: discovery keeps within
+/// whatever limit there is.
+fn raise_nofile_limit() {
+    let limit = getrlimit(Resource::Nofile);
+    // `None` is unlimited.
+    let below = match (limit.current, limit.maximum) {
+        (Some(soft), Some(hard)) => soft < hard,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if below {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        );
+    }
+}
+
 /// Opens the device and runs the daemon until `stop` is readable.
 pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> Result<(), Fatal> {
     // Before anything logs, and before the loop takes SCHED_FIFO, which
@@ -423,6 +447,7 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
     let writer =
         LogWriter::spawn(cfg.daemon.log_format).map_err(|e| fatal("starting the log thread", e))?;
     let log = writer.logger();
+    raise_nofile_limit();
     let dev = ModuleFile::open(cfg.daemon.device.clone())
         .map_err(|e| fatal(format!("opening {}", cfg.daemon.device.display()), e))?;
     let info = dev.device().info().map_err(|e| fatal("KFDP_IOC_INFO", e))?;
