@@ -70,7 +70,8 @@ impl Logger {
         let line = match &self.queue {
             Some(q) => match q.push(line) {
                 Ok(()) => return,
-                // The log thread has ended (the daemon is stopping).
+                // The log thread has ended (the daemon is stopping) or
+                // panicked.
                 Err(line) => line,
             },
             None => line,
