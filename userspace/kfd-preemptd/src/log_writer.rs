@@ -8,19 +8,21 @@
 //! that would stop the reactions to latency-critical work; written from
 //! here, it only fills a bounded queue.
 //!
-//! The loop formats each line and queues it without waiting: the queue's
-//! lock is only tried (the writer holds it to take the whole queue at
-//! once), and the writer is woken through an eventfd, whose write never
-//! blocks. A line that meets a full queue, or the lock held for longer
-//! than a few tries, is dropped and counted; the writer logs the count
-//! (`log-dropped`) after the lines it kept, once it has caught up.
+//! The loop formats each line and queues it without waiting and without a
+//! lock it could find held by a preempted writer: the queue is a lock-free
+//! stack that producers push to and the writer empties with one atomic
+//! swap, and the writer is woken through an eventfd, whose write never
+//! blocks. A line that meets a full queue is dropped and counted; the
+//! writer logs the count (`log-dropped`) after the lines it kept, once it
+//! has caught up.
 
 use std::{
     io::{self, Write},
     os::fd::OwnedFd,
+    ptr,
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        mpsc, Arc, Mutex, PoisonError, TryLockError,
+        atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
+        mpsc, Arc,
     },
     thread::JoinHandle,
     time::Duration,
@@ -40,28 +42,34 @@ use crate::{
 /// How many lines may wait for the writer: seconds of a busy host's lines.
 const QUEUE_LINES: usize = 4096;
 
-/// How often a line tries the queue's lock before it is dropped. The writer
-/// holds it for a `mem::take`; only a writer preempted in that moment
-/// makes the tries run out.
-const LOCK_TRIES: u32 = 64;
-
 /// How long a stop waits for the queued lines to be written: a journal
 /// that does not read must not keep the daemon from exiting.
 const STOP_DEADLINE: Duration = Duration::from_secs(2);
 
-/// The lines waiting for the writer.
-#[derive(Debug, Default)]
-struct Pending {
-    lines: Vec<String>,
-    /// The writer has taken its last lines: later ones go back to their
-    /// callers.
-    closed: bool,
+/// A queued line, in the stack of those waiting for the writer.
+struct Node {
+    line: String,
+    /// The line queued before it.
+    next: *mut Node,
 }
 
+/// # Invariants
+///
+/// `head` is null or the top of a chain of nodes made by
+/// `Box::into_raw`, linked by `next`, that only the stack owns: producers
+/// only push (a node is theirs until their compare-exchange publishes
+/// it), and the writer takes the whole chain with one swap. With pushes
+/// and whole takes only, a node's address coming back (ABA) is harmless:
+/// a push that sees the same `head` links to the node now there.
 #[derive(Debug)]
 struct Shared {
-    pending: Mutex<Pending>,
+    head: AtomicPtr<Node>,
+    /// Lines in the stack, or being pushed.
+    queued: AtomicUsize,
     capacity: usize,
+    /// The writer has taken its last lines, or died: later ones go back
+    /// to their callers.
+    closed: AtomicBool,
     /// Counts queued lines and stop requests; the writer sleeps reading it.
     wake: OwnedFd,
     /// Lines dropped since the writer last said so.
@@ -69,10 +77,59 @@ struct Shared {
     stop: AtomicBool,
 }
 
+// SAFETY: the raw pointers in the stack are only dereferenced by whoever
+// owns the nodes (see the type's invariants); the lines are `Send`.
+unsafe impl Send for Shared {}
+// SAFETY: every field is used through atomics or shared references to
+// `Sync` types.
+unsafe impl Sync for Shared {}
+
 impl Shared {
     fn wake(&self) {
         // An eventfd write blocks only at a count near 2^64.
         let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+    }
+
+    fn push(&self, line: String) {
+        let node = Box::into_raw(Box::new(Node {
+            line,
+            next: ptr::null_mut(),
+        }));
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is unpublished, so still only ours.
+            unsafe { (*node).next = head };
+            match self
+                .head
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Every queued line, oldest first.
+    fn take_all(&self) -> Vec<String> {
+        let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut lines = Vec::new();
+        while !node.is_null() {
+            // SAFETY: the swap made the whole chain ours (type invariants),
+            // and each node came from `Box::into_raw`.
+            let owned = unsafe { Box::from_raw(node) };
+            node = owned.next;
+            lines.push(owned.line);
+        }
+        self.queued.fetch_sub(lines.len(), Ordering::Relaxed);
+        lines.reverse();
+        lines
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Lines pushed while the writer was stopping, or after it died.
+        drop(self.take_all());
     }
 }
 
@@ -82,29 +139,21 @@ impl Shared {
 pub(crate) struct LineQueue(Arc<Shared>);
 
 impl LineQueue {
-    /// Hands `line` to the writer without waiting: a full queue, or one
-    /// the writer holds for long, drops it (counted). A writer that has
-    /// ended (or panicked) gives it back, for the caller to write itself.
+    /// Hands `line` to the writer without waiting: a full queue drops it
+    /// (counted). A writer that has ended (or died) gives it back, for the
+    /// caller to write itself.
     pub(crate) fn push(&self, line: String) -> Result<(), String> {
-        for _ in 0..LOCK_TRIES {
-            match self.0.pending.try_lock() {
-                Ok(mut pending) => {
-                    if pending.closed {
-                        return Err(line);
-                    }
-                    if pending.lines.len() >= self.0.capacity {
-                        break;
-                    }
-                    pending.lines.push(line);
-                    drop(pending);
-                    self.0.wake();
-                    return Ok(());
-                }
-                Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
-                Err(TryLockError::Poisoned(_)) => return Err(line),
-            }
+        let shared = &self.0;
+        if shared.closed.load(Ordering::Acquire) {
+            return Err(line);
         }
-        self.0.dropped.fetch_add(1, Ordering::Relaxed);
+        if shared.queued.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
+            shared.queued.fetch_sub(1, Ordering::Relaxed);
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        shared.push(line);
+        shared.wake();
         Ok(())
     }
 }
@@ -137,8 +186,10 @@ impl LogWriter {
         out: impl Write + Send + 'static,
     ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
-            pending: Mutex::new(Pending::default()),
+            head: AtomicPtr::new(ptr::null_mut()),
+            queued: AtomicUsize::new(0),
             capacity,
+            closed: AtomicBool::new(false),
             wake: eventfd(0, EventfdFlags::CLOEXEC)?,
             dropped: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -193,31 +244,36 @@ impl Drop for LogWriter {
     }
 }
 
+/// Closes the queue when the writer ends, by returning or by a panic.
+struct CloseOnExit<'a>(&'a Shared);
+
+impl Drop for CloseOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+    }
+}
+
 /// The thread's body: sleeps until woken, takes every queued line at once,
 /// writes them, then the count of lines dropped meanwhile.
 fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat) {
+    let _close = CloseOnExit(shared);
     loop {
         let mut count = [0u8; 8];
         match rustix::io::read(&shared.wake, &mut count) {
             Ok(_) => {}
             Err(Errno::INTR) => continue,
             // Not expected of an eventfd: lines go back to their callers.
-            Err(_) => {
-                close(shared);
-                return;
-            }
+            Err(_) => return,
         }
         let stopping = shared.stop.load(Ordering::Acquire);
-        let lines = {
-            let mut pending = shared
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            pending.closed = stopping;
-            std::mem::take(&mut pending.lines)
-        };
-        for line in &lines {
-            write_line(&mut out, line);
+        if stopping {
+            // Before the last take: a line pushed after it is given back,
+            // unless its push had already passed this check (a logger on
+            // another thread logging during the stop: none does).
+            shared.closed.store(true, Ordering::Release);
+        }
+        for line in shared.take_all() {
+            write_line(&mut out, &line);
         }
         let dropped = shared.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
@@ -237,14 +293,6 @@ fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat) {
     }
 }
 
-fn close(shared: &Shared) {
-    shared
-        .pending
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .closed = true;
-}
-
 /// One write per line, so that lines from a restart or another writer on
 /// the same journal stream do not interleave; a closed stderr is not a
 /// reason to stop scheduling.
@@ -255,7 +303,7 @@ fn write_line(out: &mut impl Write, line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::MutexGuard;
+    use std::sync::{Mutex, MutexGuard};
 
     /// A sink the test reads back, and can hold still.
     #[derive(Clone, Default)]
@@ -362,5 +410,64 @@ mod tests {
         log.log(Level::Info, "x", &[("n", json!(0))]);
         assert!(returns_in_time(move || w.finish()));
         drop(held);
+    }
+
+    #[test]
+    fn lines_from_many_threads_are_all_written_each_in_its_order() {
+        let sink = Sink::default();
+        let w = LogWriter::spawn_to(LogFormat::Text, 100_000, LONG, sink.clone()).unwrap();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let log = w.logger();
+                std::thread::spawn(move || {
+                    for n in 0..2000 {
+                        log.log(Level::Info, "x", &[("n", json!(t * 10_000 + n))]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        w.finish();
+        let mut last = [None::<u64>; 4];
+        let mut count = 0;
+        for e in sink.events() {
+            let n: u64 = e.strip_prefix("event=x n=").unwrap().parse().unwrap();
+            let t = (n / 10_000) as usize;
+            assert!(
+                last[t].is_none_or(|l| l < n),
+                "thread {t}: {n} after {last:?}"
+            );
+            last[t] = Some(n);
+            count += 1;
+        }
+        assert_eq!(count, 8000);
+    }
+
+    /// Output that fails as a panic would.
+    struct Panics;
+
+    impl Write for Panics {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            panic!("the log writer's output panicked (as the test wants)");
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_writer_that_died_gives_lines_back() {
+        let w = LogWriter::spawn_to(LogFormat::Text, 8, LONG, Panics).unwrap();
+        let queue = w.queue.clone();
+        assert_eq!(queue.push("first".into()), Ok(()));
+        let start = std::time::Instant::now();
+        while !queue.0.closed.load(Ordering::Acquire) {
+            assert!(start.elapsed() < LONG, "the writer did not end");
+            std::thread::yield_now();
+        }
+        assert_eq!(queue.push("late".into()), Err("late".into()));
+        w.finish();
     }
 }
