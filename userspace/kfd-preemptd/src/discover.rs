@@ -799,6 +799,13 @@ mod tests {
         }
     }
 
+    impl Drop for Child {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     /// Whether this system opens pidfds (Linux 5.3, and no seccomp filter
     /// refusing it): the tests that need them pass vacuously otherwise,
     /// and say so.
@@ -811,15 +818,43 @@ mod tests {
         ok
     }
 
-    impl Drop for Child {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
     fn lc_uid0() -> Config {
         cfg("[[class]]\nname = \"i\"\npriority = \"latency-critical\"\nuid = 0\n")
+    }
+
+    /// A child under its real pid in a fake `/proc`, seen by a first scan.
+    struct Seen {
+        p: FakeProc,
+        child: Child,
+        pid: i32,
+        c: Config,
+        d: Discovery,
+        list: [(i32, TargetKind); 1],
+    }
+
+    impl Seen {
+        fn new(name: &str, pidfds: bool) -> Self {
+            let p = FakeProc::new(name);
+            let child = Child::spawn();
+            let pid = child.pid();
+            p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
+            let c = lc_uid0();
+            let d = Discovery::new(p.root.clone());
+            let mut d = if pidfds { d.with_pidfds() } else { d };
+            let list = [(pid, TargetKind::KfdFd)];
+            assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+            Seen {
+                p,
+                child,
+                pid,
+                c,
+                d,
+                list,
+            }
+        }
+        fn scan(&mut self) -> ScanResult {
+            self.d.scan_listed(&self.c, &self.list)
+        }
     }
 
     #[test]
@@ -827,18 +862,11 @@ mod tests {
         if !pidfds_open_here() {
             return;
         }
-        let p = FakeProc::new("pidfd-live");
-        let child = Child::spawn();
-        let pid = child.pid();
-        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
-        let c = lc_uid0();
-        let mut d = Discovery::new(p.root.clone()).with_pidfds();
-        let list = [(pid, TargetKind::KfdFd)];
-        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        let mut t = Seen::new("pidfd-live", true);
         // Its /proc entry is not read again: a scan that needed it would
         // find it missing and report the process gone.
-        p.remove(pid);
-        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+        t.p.remove(t.pid);
+        assert_eq!(t.scan(), ScanResult::default());
     }
 
     #[test]
@@ -846,36 +874,22 @@ mod tests {
         if !pidfds_open_here() {
             return;
         }
-        let p = FakeProc::new("pidfd-exit");
-        let mut child = Child::spawn();
-        let pid = child.pid();
-        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
-        let c = lc_uid0();
-        let mut d = Discovery::new(p.root.clone()).with_pidfds();
-        let list = [(pid, TargetKind::KfdFd)];
-        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        let mut t = Seen::new("pidfd-exit", true);
         // The fake entry keeps its start time, as a reused pid could: the
         // start-time comparison alone would call it the same process.
-        child.kill_and_reap();
-        let r = d.scan_listed(&c, &list);
-        assert_eq!(r.gone, [pid]);
+        t.child.kill_and_reap();
+        let r = t.scan();
+        assert_eq!(r.gone, [t.pid]);
         // The pid names no process now, so nothing is read or added.
         assert!(r.added.is_empty());
-        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+        assert_eq!(t.scan(), ScanResult::default());
     }
 
     #[test]
     fn without_pidfds_known_processes_are_compared_by_start_time() {
-        let p = FakeProc::new("pidfd-none");
-        let child = Child::spawn();
-        let pid = child.pid();
-        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
-        let c = lc_uid0();
-        let mut d = Discovery::new(p.root.clone());
-        let list = [(pid, TargetKind::KfdFd)];
-        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
-        p.remove(pid);
-        assert_eq!(d.scan_listed(&c, &list).gone, [pid]);
+        let mut t = Seen::new("pidfd-none", false);
+        t.p.remove(t.pid);
+        assert_eq!(t.scan().gone, [t.pid]);
     }
 
     #[test]
@@ -883,20 +897,13 @@ mod tests {
         if !pidfds_open_here() {
             return;
         }
-        let p = FakeProc::new("pidfd-zombie");
-        let mut child = Child::spawn();
-        let pid = child.pid();
-        p.add(pid, 5, 0, "t", "/bin/t", "/", &[]);
-        let c = lc_uid0();
-        let mut d = Discovery::new(p.root.clone()).with_pidfds();
-        let list = [(pid, TargetKind::KfdFd)];
-        assert_eq!(d.scan_listed(&c, &list).added.len(), 1);
+        let mut t = Seen::new("pidfd-zombie", true);
         // Exited, not yet waited for: its pid still names it, and a listing
         // taken before its exit still has it.
-        child.kill();
-        let r = d.scan_listed(&c, &list);
-        assert_eq!((r.gone.as_slice(), r.added.len()), (&[pid][..], 0));
-        assert_eq!(d.scan_listed(&c, &list), ScanResult::default());
+        t.child.kill();
+        let r = t.scan();
+        assert_eq!((r.gone.as_slice(), r.added.len()), (&[t.pid][..], 0));
+        assert_eq!(t.scan(), ScanResult::default());
     }
 
     #[test]
