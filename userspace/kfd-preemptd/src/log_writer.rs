@@ -53,23 +53,27 @@ struct Node {
     next: *mut Node,
 }
 
+/// The `head` of a closed stack: misaligned for a [`Node`], so never one.
+const CLOSED: *mut Node = ptr::without_provenance_mut(1);
+
 /// # Invariants
 ///
-/// `head` is null or the top of a chain of nodes made by
-/// `Box::into_raw`, linked by `next`, that only the stack owns: producers
-/// only push (a node is theirs until their compare-exchange publishes
-/// it), and the writer takes the whole chain with one swap. With pushes
-/// and whole takes only, a node's address coming back (ABA) is harmless:
-/// a push that sees the same `head` links to the node now there.
+/// `head` is null, [`CLOSED`], or the top of a chain of nodes made by
+/// `Box::into_raw`, linked by `next` down to null, that only the stack
+/// owns: producers only push (a node is theirs until their
+/// compare-exchange publishes it), and the writer takes the whole chain
+/// with one swap. With pushes and whole takes only, a node's address
+/// coming back (ABA) is harmless: a push that sees the same `head` links to
+/// the node now there. `head` is only ever changed by read-modify-write
+/// operations, so each push's release heads a release sequence that the
+/// take's acquire synchronizes with, lines pushed under later ones
+/// included. Once `CLOSED`, it stays so.
 #[derive(Debug)]
 struct Shared {
     head: AtomicPtr<Node>,
     /// Lines in the stack, or being pushed.
     queued: AtomicUsize,
     capacity: usize,
-    /// The writer has taken its last lines, or died: later ones go back
-    /// to their callers.
-    closed: AtomicBool,
     /// Counts queued lines and stop requests; the writer sleeps reading it.
     wake: OwnedFd,
     /// Lines dropped since the writer last said so.
@@ -77,45 +81,48 @@ struct Shared {
     stop: AtomicBool,
 }
 
-// SAFETY: the raw pointers in the stack are only dereferenced by whoever
-// owns the nodes (see the type's invariants); the lines are `Send`.
-unsafe impl Send for Shared {}
-// SAFETY: every field is used through atomics or shared references to
-// `Sync` types.
-unsafe impl Sync for Shared {}
-
 impl Shared {
     fn wake(&self) {
         // An eventfd write blocks only at a count near 2^64.
         let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
     }
 
-    fn push(&self, line: String) {
+    /// Pushes `line`, or gives it back if the stack is closed.
+    fn push(&self, line: String) -> Result<(), String> {
         let node = Box::into_raw(Box::new(Node {
             line,
             next: ptr::null_mut(),
         }));
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
+            if head == CLOSED {
+                // SAFETY: `node` came from `Box::into_raw` and was never
+                // published, so it is still only ours.
+                let node = unsafe { Box::from_raw(node) };
+                return Err(node.line);
+            }
             // SAFETY: `node` is unpublished, so still only ours.
             unsafe { (*node).next = head };
             match self
                 .head
                 .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => return Ok(()),
                 Err(now) => head = now,
             }
         }
     }
 
-    /// Every queued line, oldest first.
-    fn take_all(&self) -> Vec<String> {
-        let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+    /// Every queued line, oldest first; with `close`, later pushes are
+    /// refused.
+    fn take(&self, close: bool) -> Vec<String> {
+        let empty = if close { CLOSED } else { ptr::null_mut() };
+        let mut node = self.head.swap(empty, Ordering::Acquire);
         let mut lines = Vec::new();
-        while !node.is_null() {
-            // SAFETY: the swap made the whole chain ours (type invariants),
-            // and each node came from `Box::into_raw`.
+        while !node.is_null() && node != CLOSED {
+            // SAFETY: the swap made the whole chain ours, each node came
+            // from `Box::into_raw`, and the acquire makes its contents
+            // visible (type invariants).
             let owned = unsafe { Box::from_raw(node) };
             node = owned.next;
             lines.push(owned.line);
@@ -124,12 +131,16 @@ impl Shared {
         lines.reverse();
         lines
     }
+
+    fn is_closed(&self) -> bool {
+        self.head.load(Ordering::Relaxed) == CLOSED
+    }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // Lines pushed while the writer was stopping, or after it died.
-        drop(self.take_all());
+        // Lines queued after the writer died.
+        drop(self.take(true));
     }
 }
 
@@ -144,17 +155,24 @@ impl LineQueue {
     /// caller to write itself.
     pub(crate) fn push(&self, line: String) -> Result<(), String> {
         let shared = &self.0;
-        if shared.closed.load(Ordering::Acquire) {
-            return Err(line);
-        }
         if shared.queued.fetch_add(1, Ordering::Relaxed) >= shared.capacity {
             shared.queued.fetch_sub(1, Ordering::Relaxed);
+            if shared.is_closed() {
+                return Err(line);
+            }
             shared.dropped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        shared.push(line);
-        shared.wake();
-        Ok(())
+        match shared.push(line) {
+            Ok(()) => {
+                shared.wake();
+                Ok(())
+            }
+            Err(line) => {
+                shared.queued.fetch_sub(1, Ordering::Relaxed);
+                Err(line)
+            }
+        }
     }
 }
 
@@ -189,7 +207,6 @@ impl LogWriter {
             head: AtomicPtr::new(ptr::null_mut()),
             queued: AtomicUsize::new(0),
             capacity,
-            closed: AtomicBool::new(false),
             wake: eventfd(0, EventfdFlags::CLOEXEC)?,
             dropped: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -249,30 +266,28 @@ struct CloseOnExit<'a>(&'a Shared);
 
 impl Drop for CloseOnExit<'_> {
     fn drop(&mut self) {
-        self.0.closed.store(true, Ordering::Release);
+        // Nothing is left after a stop; after a panic, the lines cannot be
+        // written.
+        drop(self.0.take(true));
     }
 }
 
 /// The thread's body: sleeps until woken, takes every queued line at once,
-/// writes them, then the count of lines dropped meanwhile.
+/// writes them, then the count of lines dropped meanwhile. The last take,
+/// at a stop, closes the queue in the same swap: a line is either in it
+/// or given back to its caller.
 fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat) {
     let _close = CloseOnExit(shared);
     loop {
         let mut count = [0u8; 8];
-        match rustix::io::read(&shared.wake, &mut count) {
-            Ok(_) => {}
+        let stopping = match rustix::io::read(&shared.wake, &mut count) {
+            Ok(_) => shared.stop.load(Ordering::Acquire),
             Err(Errno::INTR) => continue,
-            // Not expected of an eventfd: lines go back to their callers.
-            Err(_) => return,
-        }
-        let stopping = shared.stop.load(Ordering::Acquire);
-        if stopping {
-            // Before the last take: a line pushed after it is given back,
-            // unless its push had already passed this check (a logger on
-            // another thread logging during the stop: none does).
-            shared.closed.store(true, Ordering::Release);
-        }
-        for line in shared.take_all() {
+            // Not expected of an eventfd: what is queued is written, later
+            // lines go back to their callers.
+            Err(_) => true,
+        };
+        for line in shared.take(stopping) {
             write_line(&mut out, &line);
         }
         let dropped = shared.dropped.swap(0, Ordering::Relaxed);
@@ -463,11 +478,48 @@ mod tests {
         let queue = w.queue.clone();
         assert_eq!(queue.push("first".into()), Ok(()));
         let start = std::time::Instant::now();
-        while !queue.0.closed.load(Ordering::Acquire) {
+        while !queue.0.is_closed() {
             assert!(start.elapsed() < LONG, "the writer did not end");
             std::thread::yield_now();
         }
         assert_eq!(queue.push("late".into()), Err("late".into()));
         w.finish();
+    }
+
+    #[test]
+    fn each_batch_written_makes_room_again() {
+        let sink = Sink::default();
+        let w = LogWriter::spawn_to(LogFormat::Text, 4, LONG, sink.clone()).unwrap();
+        let log = w.logger();
+        let start = std::time::Instant::now();
+        for n in 0..100 {
+            log.log(Level::Info, "x", &[("n", json!(n))]);
+            while w.queue.0.queued.load(Ordering::Relaxed) > 0 {
+                assert!(start.elapsed() < LONG, "line {n} was never taken");
+                std::thread::yield_now();
+            }
+        }
+        w.finish();
+        let want: Vec<String> = (0..100).map(|n| format!("event=x n={n}")).collect();
+        assert_eq!(sink.events(), want);
+    }
+
+    #[test]
+    fn a_line_pushed_while_the_writer_stops_is_written_or_given_back() {
+        let sink = Sink::default();
+        let w = LogWriter::spawn_to(LogFormat::Text, 1 << 20, LONG, sink.clone()).unwrap();
+        let queue = w.queue.clone();
+        let producer = std::thread::spawn(move || {
+            let mut accepted = 0u64;
+            while queue.push(format!("event=x n={accepted}")).is_ok() {
+                accepted += 1;
+            }
+            accepted
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        w.finish();
+        let accepted = producer.join().unwrap();
+        assert!(accepted > 0);
+        assert_eq!(sink.events().len() as u64, accepted);
     }
 }
