@@ -28,7 +28,7 @@ use std::{
 
 use serde::Deserialize;
 
-use crate::metrics::MetricsAddr;
+use crate::{log::Level, metrics::MetricsAddr};
 
 /// Where the daemon reads its configuration unless told otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/kfd-preemptd.toml";
@@ -139,6 +139,9 @@ pub struct DaemonConfig {
     pub stats_path: PathBuf,
     /// Log line format.
     pub log_format: LogFormat,
+    /// The least level of the lines written: `warn` leaves out the line
+    /// per decision (four a preemption).
+    pub log_level: Level,
     /// Where the Prometheus metrics are served (`127.0.0.1:PORT`,
     /// `[::1]:PORT` or `unix:/PATH`); absent: not served.
     pub metrics: Option<MetricsAddr>,
@@ -166,6 +169,7 @@ impl Default for DaemonConfig {
             min_share_budget_ms: 100,
             stats_path: PathBuf::from("/run/kfd-preemptd/stats.json"),
             log_format: LogFormat::Text,
+            log_level: Level::Info,
             metrics: None,
             levels: DEFAULT_LEVELS.map(String::from).to_vec(),
             fifo_priority: 0,
@@ -669,6 +673,7 @@ mod tests {
         assert_eq!(d.idle_hysteresis_max(), d.idle_hysteresis());
         assert_eq!(d.stats_path, Path::new("/run/kfd-preemptd/stats.json"));
         assert_eq!(d.log_format, LogFormat::Text);
+        assert_eq!(d.log_level, Level::Info);
         assert!(c.classes.is_empty());
     }
 
@@ -687,6 +692,7 @@ mod tests {
             min_share_budget_ms = 0
             stats_path = "/tmp/s.json"
             log_format = "json"
+            log_level = "warn"
 
             [[class]]
             name = "inference"
@@ -710,6 +716,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.daemon.tenants, Tenants::Both);
         assert_eq!(c.daemon.log_format, LogFormat::Json);
+        assert_eq!(c.daemon.log_level, Level::Warn);
         assert_eq!(c.daemon.lease(), Duration::from_millis(80));
         assert_eq!(c.classes.len(), 3);
         assert_eq!(c.priority_of(&c.classes[0]), Priority::LATENCY_CRITICAL);
@@ -741,6 +748,8 @@ mod tests {
         assert!(e.contains("gpu") && e.contains("tenants"), "{e}");
         let e = err("[daemon]\nlog_format = \"xml\"\n");
         assert!(e.contains("xml") && e.contains("log_format"), "{e}");
+        let e = err("[daemon]\nlog_level = \"debug\"\n");
+        assert!(e.contains("debug") && e.contains("log_level"), "{e}");
     }
 
     #[test]

@@ -12,14 +12,18 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::{config::LogFormat, log_writer::LineQueue};
 
-/// How much a line matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How much a line matters, least first: `daemon.log_level` is the least
+/// written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Level {
     /// A decision or a state change.
+    #[default]
     Info,
     /// Something failed, and the daemon carries on.
     Warn,
@@ -42,6 +46,8 @@ impl Level {
 #[derive(Debug, Clone)]
 pub struct Logger {
     format: LogFormat,
+    /// Lines of lower levels are not written.
+    least: Level,
     /// The log thread's queue; `None`: written by the caller.
     queue: Option<LineQueue>,
 }
@@ -51,6 +57,7 @@ impl Logger {
     pub fn new(format: LogFormat) -> Self {
         Logger {
             format,
+            least: Level::Info,
             queue: None,
         }
     }
@@ -59,13 +66,22 @@ impl Logger {
     pub(crate) fn queued(format: LogFormat, queue: LineQueue) -> Self {
         Logger {
             format,
+            least: Level::Info,
             queue: Some(queue),
         }
+    }
+
+    /// This logger, writing only lines of `least` and above.
+    pub fn at_least(self, least: Level) -> Self {
+        Logger { least, ..self }
     }
 
     /// Writes one line: the wall-clock time, the level, the event and the
     /// fields in the order given.
     pub fn log(&self, level: Level, event: &str, fields: &[(&str, Value)]) {
+        if level < self.least {
+            return;
+        }
         let line = self.line(level, event, fields);
         let line = match &self.queue {
             Some(q) => match q.push(line) {

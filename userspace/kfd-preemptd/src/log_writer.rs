@@ -522,4 +522,16 @@ mod tests {
         assert!(accepted > 0);
         assert_eq!(sink.events().len() as u64, accepted);
     }
+
+    #[test]
+    fn lines_below_the_least_level_are_not_written() {
+        let sink = Sink::default();
+        let w = LogWriter::spawn_to(LogFormat::Text, 8, LONG, sink.clone()).unwrap();
+        let log = w.logger().at_least(Level::Warn);
+        log.log(Level::Info, "decision", &[]);
+        log.log(Level::Warn, "failure", &[]);
+        log.log(Level::Error, "fatal", &[]);
+        w.finish();
+        assert_eq!(sink.events(), ["event=failure", "event=fatal"]);
+    }
 }
