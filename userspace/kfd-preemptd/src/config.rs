@@ -72,6 +72,27 @@ pub enum LogFormat {
     Json,
 }
 
+/// The least level of the log lines written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Every line: each decision too.
+    #[default]
+    Info,
+    /// Failures only. (No `error`: what stops the daemon is its exit
+    /// status and last message, not a log line.)
+    Warn,
+}
+
+impl From<LogLevel> for Level {
+    fn from(l: LogLevel) -> Level {
+        match l {
+            LogLevel::Info => Level::Info,
+            LogLevel::Warn => Level::Warn,
+        }
+    }
+}
+
 /// What a class rule makes of the processes it matches: a rank among
 /// `daemon.levels` (0 the lowest), or left alone.
 ///
@@ -141,7 +162,7 @@ pub struct DaemonConfig {
     pub log_format: LogFormat,
     /// The least level of the lines written: `warn` leaves out the line
     /// per decision (four a preemption).
-    pub log_level: Level,
+    pub log_level: LogLevel,
     /// Where the Prometheus metrics are served (`127.0.0.1:PORT`,
     /// `[::1]:PORT` or `unix:/PATH`); absent: not served.
     pub metrics: Option<MetricsAddr>,
@@ -169,7 +190,7 @@ impl Default for DaemonConfig {
             min_share_budget_ms: 100,
             stats_path: PathBuf::from("/run/kfd-preemptd/stats.json"),
             log_format: LogFormat::Text,
-            log_level: Level::Info,
+            log_level: LogLevel::Info,
             metrics: None,
             levels: DEFAULT_LEVELS.map(String::from).to_vec(),
             fifo_priority: 0,
@@ -673,7 +694,7 @@ mod tests {
         assert_eq!(d.idle_hysteresis_max(), d.idle_hysteresis());
         assert_eq!(d.stats_path, Path::new("/run/kfd-preemptd/stats.json"));
         assert_eq!(d.log_format, LogFormat::Text);
-        assert_eq!(d.log_level, Level::Info);
+        assert_eq!(d.log_level, LogLevel::Info);
         assert!(c.classes.is_empty());
     }
 
@@ -716,7 +737,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.daemon.tenants, Tenants::Both);
         assert_eq!(c.daemon.log_format, LogFormat::Json);
-        assert_eq!(c.daemon.log_level, Level::Warn);
+        assert_eq!(c.daemon.log_level, LogLevel::Warn);
         assert_eq!(c.daemon.lease(), Duration::from_millis(80));
         assert_eq!(c.classes.len(), 3);
         assert_eq!(c.priority_of(&c.classes[0]), Priority::LATENCY_CRITICAL);
@@ -748,8 +769,10 @@ mod tests {
         assert!(e.contains("gpu") && e.contains("tenants"), "{e}");
         let e = err("[daemon]\nlog_format = \"xml\"\n");
         assert!(e.contains("xml") && e.contains("log_format"), "{e}");
-        let e = err("[daemon]\nlog_level = \"debug\"\n");
-        assert!(e.contains("debug") && e.contains("log_level"), "{e}");
+        for level in ["debug", "error"] {
+            let e = err(&format!("[daemon]\nlog_level = \"{level}\"\n"));
+            assert!(e.contains(level) && e.contains("log_level"), "{e}");
+        }
     }
 
     #[test]

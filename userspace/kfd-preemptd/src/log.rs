@@ -12,18 +12,14 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::{config::LogFormat, log_writer::LineQueue};
 
-/// How much a line matters, least first: `daemon.log_level` is the least
-/// written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// How much a line matters, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     /// A decision or a state change.
-    #[default]
     Info,
     /// Something failed, and the daemon carries on.
     Warn,

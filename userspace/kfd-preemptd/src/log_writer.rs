@@ -12,10 +12,11 @@
 //! lock it could find held by a preempted writer: the queue is a lock-free
 //! stack that producers push to and the writer empties with one atomic
 //! swap. Nor does the loop wake the writer: the writer looks every 50 ms
-//! and writes what it found in one `write`, so a line costs the loop no
-//! system call, and four lines a preemption no thread wakeups. A line that
-//! meets a full queue is dropped and counted; the writer logs the count
-//! (`log-dropped`) after the lines it kept, once it has caught up.
+//! and writes what it found in writes of up to 4 KiB, so a line costs the
+//! loop no system call, and four lines a preemption no thread wakeups. A
+//! line that meets a full queue, or that a failed write lost, is dropped
+//! and counted; the writer logs the count (`log-dropped`) after the lines
+//! it kept, once it has caught up.
 
 use std::{
     io::{self, Write},
@@ -286,12 +287,19 @@ impl Drop for CloseOnExit<'_> {
     }
 }
 
+/// The most bytes written at once: whole lines up to `PIPE_BUF`, which a
+/// pipe takes in one piece, so that they do not interleave with another
+/// writer's on the same stream (a longer line goes alone).
+const WRITE_BYTES: usize = 4096;
+
 /// The thread's body: every `flush`, or at once for a stop, takes every
 /// queued line, writes them, then the count of lines dropped meanwhile. The
 /// last take, at a stop, closes the queue in the same swap: a line is
 /// either in it or given back to its caller.
 fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat, flush: Duration) {
     let _close = CloseOnExit(shared);
+    // Zero would spin.
+    let flush = flush.max(Duration::from_millis(1));
     let flush = Timespec {
         tv_sec: flush.as_secs().try_into().unwrap_or(i64::MAX),
         tv_nsec: flush.subsec_nanos().into(),
@@ -305,34 +313,58 @@ fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat, flush: D
             // to their callers.
             Err(_) => true,
         };
-        let mut text = String::new();
-        for line in shared.take(stopping) {
-            text.push_str(&line);
-            text.push('\n');
-        }
+        let mut lines = shared.take(stopping);
         let dropped = shared.dropped.swap(0, Ordering::Relaxed);
         if dropped > 0 {
-            let line = Logger::new(format).line(
+            lines.push(Logger::new(format).line(
                 Level::Warn,
                 "log-dropped",
                 &[
                     ("lines", json!(dropped)),
                     ("why", json!("the log writer fell behind")),
                 ],
-            );
-            text.push_str(&line);
-            text.push('\n');
+            ));
         }
-        if !text.is_empty() {
-            // Whole lines in one write, so that they do not interleave
-            // with another writer's on the same journal stream; a closed
-            // stderr is not a reason to stop scheduling.
-            let _ = out.write_all(text.as_bytes());
+        let unwritten = write_batch(&mut out, &lines);
+        if unwritten > 0 {
+            // Counted as dropped, and said so at the next look; the
+            // log-dropped line, last, stands for `dropped` lines.
+            let lost = if dropped > 0 {
+                dropped + unwritten as u64 - 1
+            } else {
+                unwritten as u64
+            };
+            shared.dropped.fetch_add(lost, Ordering::Relaxed);
         }
         if stopping {
             return;
         }
     }
+}
+
+/// Writes `lines`, each with its newline, in writes of whole lines of at
+/// most [`WRITE_BYTES`]. A failed write (a closed stderr is not a reason to
+/// stop scheduling) ends the batch: how many lines were not written.
+fn write_batch(out: &mut impl Write, lines: &[String]) -> usize {
+    let mut chunk = String::new();
+    let (mut written, mut in_chunk) = (0, 0);
+    for line in lines {
+        if !chunk.is_empty() && chunk.len() + line.len() + 1 > WRITE_BYTES {
+            if out.write_all(chunk.as_bytes()).is_err() {
+                return lines.len() - written;
+            }
+            written += in_chunk;
+            chunk.clear();
+            in_chunk = 0;
+        }
+        chunk.push_str(line);
+        chunk.push('\n');
+        in_chunk += 1;
+    }
+    if !chunk.is_empty() && out.write_all(chunk.as_bytes()).is_err() {
+        return lines.len() - written;
+    }
+    0
 }
 
 #[cfg(test)]
@@ -567,5 +599,107 @@ mod tests {
         log.log(Level::Error, "fatal", &[]);
         w.finish();
         assert_eq!(sink.events(), ["event=failure", "event=fatal"]);
+    }
+
+    #[test]
+    fn a_stop_does_not_wait_for_the_writers_next_look() {
+        let sink = Sink::default();
+        let tuning = Tuning {
+            flush: Duration::from_secs(60),
+            ..tuned(8, LONG)
+        };
+        let w = LogWriter::spawn_to(LogFormat::Text, tuning, sink.clone()).unwrap();
+        w.logger().log(Level::Info, "x", &[("n", json!(0))]);
+        let start = std::time::Instant::now();
+        w.finish();
+        assert!(start.elapsed() < LONG);
+        assert_eq!(sink.events(), ["event=x n=0"]);
+    }
+
+    /// Records the size of each write.
+    #[derive(Clone, Default)]
+    struct Sizes(Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+    impl Write for Sizes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_are_written_whole_in_writes_of_at_most_pipe_buf() {
+        let out = Sizes::default();
+        let lines: Vec<String> = (0..200).map(|n| format!("{n:0>99}")).collect();
+        let mut sink = out.clone();
+        assert_eq!(write_batch(&mut sink, &lines), 0);
+        let writes = out.0.lock().unwrap().clone();
+        assert!(writes.len() > 1 && writes.len() < 200, "{}", writes.len());
+        assert!(writes
+            .iter()
+            .all(|w| w.len() <= WRITE_BYTES && w.ends_with(b"\n")));
+        assert_eq!(
+            writes.concat(),
+            lines
+                .join("\n")
+                .into_bytes()
+                .into_iter()
+                .chain([b'\n'])
+                .collect::<Vec<u8>>()
+        );
+        // A line longer than a write goes alone, whole.
+        let long = vec!["a".repeat(5000), "b".into()];
+        out.0.lock().unwrap().clear();
+        assert_eq!(write_batch(&mut sink, &long), 0);
+        let sizes: Vec<usize> = out.0.lock().unwrap().iter().map(Vec::len).collect();
+        assert_eq!(sizes, [5001, 2]);
+    }
+
+    /// Fails its first write, as a stderr that went away and came back.
+    #[derive(Clone, Default)]
+    struct FailsOnce {
+        failed: Arc<AtomicBool>,
+        sink: Sink,
+    }
+
+    impl Write for FailsOnce {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if !self.failed.swap(true, Ordering::Relaxed) {
+                return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+            }
+            self.sink.write(buf)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_a_failed_write_lost_are_counted_as_dropped() {
+        let out = FailsOnce::default();
+        let w = LogWriter::spawn_to(LogFormat::Text, tuned(8, LONG), out.clone()).unwrap();
+        let log = w.logger();
+        for n in 0..3 {
+            log.log(Level::Info, "x", &[("n", json!(n))]);
+        }
+        let start = std::time::Instant::now();
+        while !out.failed.load(Ordering::Relaxed) {
+            assert!(start.elapsed() < LONG, "nothing was written");
+            std::thread::yield_now();
+        }
+        log.log(Level::Info, "x", &[("n", json!(3))]);
+        w.finish();
+        let events = out.sink.events();
+        let kept = events.iter().filter(|e| e.starts_with("event=x")).count() as u64;
+        let dropped: u64 = events
+            .iter()
+            .filter_map(|e| e.strip_prefix("event=log-dropped lines="))
+            .map(|n| n.parse::<u64>().unwrap())
+            .sum();
+        assert!(dropped > 0, "{events:?}");
+        assert_eq!(kept + dropped, 4, "{events:?}");
     }
 }

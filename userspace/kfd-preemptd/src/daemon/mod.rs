@@ -446,7 +446,7 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
     // the daemon logged, even on an error.
     let writer =
         LogWriter::spawn(cfg.daemon.log_format).map_err(|e| fatal("starting the log thread", e))?;
-    let log = writer.logger().at_least(cfg.daemon.log_level);
+    let log = writer.logger().at_least(cfg.daemon.log_level.into());
     raise_nofile_limit();
     let dev = ModuleFile::open(cfg.daemon.device.clone())
         .map_err(|e| fatal(format!("opening {}", cfg.daemon.device.display()), e))?;
