@@ -23,7 +23,7 @@ use std::{
     os::fd::OwnedFd,
     ptr,
     sync::{
-        atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering},
         mpsc, Arc,
     },
     thread::JoinHandle,
@@ -93,20 +93,14 @@ struct Shared {
     /// Lines in the stack, or being pushed.
     queued: AtomicUsize,
     capacity: usize,
-    /// Written at a stop, so that the writer need not wait for its next
-    /// look.
-    wake: OwnedFd,
+    /// Written once, to stop the writer: it need not wait for its next
+    /// look, and the writer knows a stop from a look by it being readable.
+    stop: OwnedFd,
     /// Lines dropped since the writer last said so.
     dropped: AtomicU64,
-    stop: AtomicBool,
 }
 
 impl Shared {
-    fn wake(&self) {
-        // An eventfd write blocks only at a count near 2^64.
-        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
-    }
-
     /// Pushes `line`, or gives it back if the stack is closed.
     fn push(&self, line: String) -> Result<(), String> {
         let node = Box::into_raw(Box::new(Node {
@@ -222,9 +216,8 @@ impl LogWriter {
             head: AtomicPtr::new(ptr::null_mut()),
             queued: AtomicUsize::new(0),
             capacity: tuning.capacity,
-            wake: eventfd(0, EventfdFlags::CLOEXEC)?,
+            stop: eventfd(0, EventfdFlags::CLOEXEC)?,
             dropped: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
         });
         let (done_tx, done) = mpsc::channel();
         let theirs = shared.clone();
@@ -257,8 +250,8 @@ impl LogWriter {
         let Some(thread) = self.thread.take() else {
             return;
         };
-        self.queue.0.stop.store(true, Ordering::Release);
-        self.queue.0.wake();
+        // An eventfd write blocks only at a count near 2^64.
+        let _ = rustix::io::write(&self.queue.0.stop, &1u64.to_ne_bytes());
         match self.done.recv_timeout(self.tuning.deadline) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let _ = thread.join();
@@ -305,10 +298,11 @@ fn write_lines(shared: &Shared, mut out: impl Write, format: LogFormat, flush: D
         tv_nsec: flush.subsec_nanos().into(),
     };
     loop {
-        let mut fds = [PollFd::new(&shared.wake, PollFlags::IN)];
+        let mut fds = [PollFd::new(&shared.stop, PollFlags::IN)];
         let stopping = match poll(&mut fds, Some(&flush)) {
-            // A look, or a stop: the flag says which.
-            Ok(_) | Err(Errno::INTR) => shared.stop.load(Ordering::Acquire),
+            // A look, or a stop: the eventfd says which.
+            Ok(_) => !fds[0].revents().is_empty(),
+            Err(Errno::INTR) => false,
             // Not expected: what is queued is written, later lines go back
             // to their callers.
             Err(_) => true,
@@ -370,7 +364,7 @@ fn write_batch(out: &mut impl Write, lines: &[String]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Mutex, MutexGuard};
+    use std::sync::{atomic::AtomicBool, Mutex, MutexGuard};
 
     /// A sink the test reads back, and can hold still.
     #[derive(Clone, Default)]
