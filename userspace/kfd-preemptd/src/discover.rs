@@ -359,7 +359,7 @@ impl Discovery {
 
     /// The known pids among `pids` whose pidfd says they exited; `None` if
     /// `poll` failed, and then this scan compares start times.
-    fn exited(&self, pids: &[i32]) -> Option<HashSet<i32>> {
+    fn exited(&self, pids: &HashSet<i32>) -> Option<HashSet<i32>> {
         let mut polled = Vec::new();
         let mut fds = Vec::new();
         for pid in pids {
@@ -404,13 +404,12 @@ impl Discovery {
             .copied()
             .filter(|(_, kind)| wanted_kind(cfg.daemon.tenants, *kind))
             .collect();
-        let pids: Vec<i32> = listed.iter().map(|(pid, _)| *pid).collect();
-        let exited = self.exited(&pids);
+        let listed_pids: HashSet<i32> = listed.iter().map(|(pid, _)| *pid).collect();
+        let exited = self.exited(&listed_pids);
         let mut result = ScanResult::default();
         let mut known = std::mem::take(&mut self.known);
         // Those no longer listed first, so that their pidfds are closed
         // before new ones are opened.
-        let listed_pids: HashSet<i32> = pids.iter().copied().collect();
         known.retain(|pid, _| {
             let kept = listed_pids.contains(pid);
             if !kept {
