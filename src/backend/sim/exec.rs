@@ -267,17 +267,13 @@ impl Sim {
         if !st.driving && !st.driver_stopping && st.has_rings() {
             st.driving = true;
             // The high-priority pool (nice -20 workers), because the driver
-            // stands in for a CP, which writes read indices back as packets
-            // retire, not when the host's CPUs get round to it: on the
-            // normal pool the tenants starved it in the debug VM, so queues
-            // looked busy for tens of milliseconds after their work retired,
-            // and activity detection (which reads those indices) held
-            // best-effort work off the node that long. It holds the pool
-            // only during a pass and sleeps between dispatch ends. That
-            // pool is meant for short items and this one lives while rings
-            // exist; an unbound high-priority queue of the module's own
-            // would be the proper home, which the kernel crate cannot
-            // create yet (and `system_unbound` is deprecated).
+            // stands in for a CP, which writes read indices back whatever
+            // the host's CPUs are doing: on the normal pool the tenants
+            // starved it in the debug VM, so queues looked busy for tens of
+            // milliseconds after their work retired, and activity detection
+            // (which reads those indices) held best-effort work off the
+            // node that long. It sleeps between dispatch ends, so it does
+            // not keep the pool from its other work.
             //
             // An error means it is still queued from its last run, which
             // will see the rings.
