@@ -72,8 +72,8 @@ pub const HOST_PROTECTION_MIN: f64 = 0.5;
 /// the debug VM the part kept ranged from 0.22 to 0.63 while the simulated
 /// node wrote read indices back from the normal-priority workqueue, which
 /// the tenants starved (LC queues then looked busy after their work
-/// retired, and BE stayed off for it); from the high-priority one, 0.45
-/// to 0.65 in three runs. A daemon that never resumes leaves BE only
+/// retired, and BE stayed off for it); from the high-priority one, 0.61
+/// and 0.65 in the first run. A daemon that never resumes leaves BE only
 /// its minimum share (0.1 of the time, 0.14 of a fair part of 0.7), which
 /// this still fails.
 pub const HOST_BE_KEPT_MIN: f64 = 0.25;
