@@ -266,18 +266,9 @@ impl Sim {
     pub(crate) fn kick(self: &Arc<Self>, st: &mut State) {
         if !st.driving && !st.driver_stopping && st.has_rings() {
             st.driving = true;
-            // The high-priority pool (nice -20 workers), because the driver
-            // stands in for a CP, which writes read indices back whatever
-            // the host's CPUs are doing: on the normal pool the tenants
-            // starved it in the debug VM, so queues looked busy for tens of
-            // milliseconds after their work retired, and activity detection
-            // (which reads those indices) held best-effort work off the
-            // node that long. It sleeps between dispatch ends, so it does
-            // not keep the pool from its other work.
-            //
             // An error means it is still queued from its last run, which
             // will see the rings.
-            let _ = workqueue::system_highpri().enqueue(self.clone());
+            let _ = workqueue::system_long().enqueue(self.clone());
         }
     }
 
