@@ -89,4 +89,6 @@ if [ "$flavour" = bench ]; then
 else
 	echo "$out" >"$KFDP_KERNEL_RECORD"
 fi
+# The tree this replaced, if any, is named by no record now.
+"$KFDP_ROOT/scripts/prune-kernels.sh" >&2
 echo "$out"

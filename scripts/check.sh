@@ -64,6 +64,10 @@ suite hw-kit-objects python3 tests/hw/check_code_objects.py out/hw/kernels
 # lacks what it needs (this one has no GPU), before building anything.
 suite hw-validate-refusals tests/hw/preflight_test.sh
 
+# The cache keeps only the kernel trees its records name
+# (scripts/prune-kernels.sh), so that it does not fill a CI host's disk.
+suite prune-kernels tests/scripts/prune_kernels_test.sh
+
 # Documentation/ builds with Sphinx, every warning an error.
 if docs=$(kfdp_phase docs scripts/build-docs.sh 2>&1); then
 	count "1 passed, 0 failed"

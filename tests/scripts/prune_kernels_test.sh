@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# scripts/prune-kernels.sh on a made-up cache: the trees the records name
+# and the unfinished ones stay, every other built tree goes, and
+# KFDP_KEEP_KERNELS=1 keeps all. KTAP, ending in "N passed, M failed".
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+cache=$(mktemp -d)
+trap 'rm -rf "$cache"' EXIT
+
+n=0 passed=0 failed=0
+check() {
+	n=$((n + 1))
+	if eval "$2"; then
+		echo "ok $n $1"
+		passed=$((passed + 1))
+	else
+		echo "not ok $n $1"
+		failed=$((failed + 1))
+	fi
+}
+
+# Trees: the test kernels of both series, the bench kernel, two stale
+# built trees and one build in progress (no .built).
+make_cache() {
+	rm -rf "${cache:?}"/*
+	for t in test73 test72 bench stale1 stale2 building; do
+		mkdir -p "$cache/kbuild/$t/arch"
+		echo obj >"$cache/kbuild/$t/arch/file.o"
+		[ "$t" = building ] || touch "$cache/kbuild/$t/.built"
+	done
+	echo "$cache/kbuild/test73" >"$cache/kernel-current"
+	echo "$cache/kbuild/test72" >"$cache/kernel-current-7.2"
+	echo "$cache/kbuild/bench" >"$cache/kernel-bench"
+}
+
+echo "TAP version 13"
+echo "1..7"
+make_cache
+KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
+check "the primary's test kernel stays" '[ -e "$cache/kbuild/test73/.built" ]'
+check "the other series' test kernel stays" '[ -e "$cache/kbuild/test72/.built" ]'
+check "the bench kernel stays" '[ -e "$cache/kbuild/bench/.built" ]'
+check "a build in progress stays" '[ -e "$cache/kbuild/building/arch/file.o" ]'
+check "built trees no record names are deleted" '[ ! -e "$cache/kbuild/stale1" ] && [ ! -e "$cache/kbuild/stale2" ]'
+
+make_cache
+KFDP_KEEP_KERNELS=1 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
+check "KFDP_KEEP_KERNELS=1 keeps every tree" '[ -e "$cache/kbuild/stale1/.built" ] && [ -e "$cache/kbuild/stale2/.built" ]'
+
+rm -rf "${cache:?}"/*
+KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
+rc=$?
+check "a cache without kernels is left alone" '[ "$rc" = 0 ] && [ -z "$(ls -A "$cache")" ]'
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
