@@ -15,7 +15,7 @@
 # node counts the queues each node had preempted and logs, on its own
 # clock, the doorbell each preemption answered. The LC tenants run at nice
 # -10 in every mode, as a serving process would be given the CPU: with
-# twenty tenants on the VM's two vCPUs, a request submitted late measures
+# twenty tenants on the VM's one CPU, a request submitted late measures
 # the CPUs, not the GPU. `kfdp-scenario
 # host-report` judges the criteria; its JSON is printed between markers
 # for scripts/scenario.sh.

@@ -13,11 +13,11 @@
 //! disturb), and on LC nodes ratios of the run's own numbers as the
 //! single-node scenario does ([`crate::report::checks`]): the daemon
 //! removes at least half of the median LC latency that contention added
-//! (the P99 of twenty tenants on two vCPUs swings by hundreds of
+//! (the P99 of twenty tenants on one CPU swings by hundreds of
 //! milliseconds between runs), BE keeps at least [`HOST_BE_KEPT_MIN`] of
 //! what LC leaves it. The margins are wider
-//! than the single-node scenario's: twenty tenants share the VM's two
-//! CPUs with the daemon, and each ioctl of the debug kernel in TCG costs
+//! than the single-node scenario's: twenty tenants share the VM's one
+//! CPU with the daemon, and each ioctl of the debug kernel in TCG costs
 //! milliseconds, which every request pays (the report shows where). A
 //! daemon that preempts nothing, or never resumes, still fails them. The
 //! LC P99 bounds are a benchmark's; the debug kernel in TCG misses them
@@ -222,7 +222,7 @@ fn judge_lc_node(
         Some(floor),
         None,
     ));
-    // make check judges the median: twenty tenants on two vCPUs make the
+    // make check judges the median: twenty tenants on one CPU make the
     // daemon's P99 swing by hundreds of milliseconds between runs (a
     // tenant starved of CPU submits late, and lateness counts), while the
     // median shows what the daemon removed from every request.

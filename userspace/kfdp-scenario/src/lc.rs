@@ -32,7 +32,7 @@ const PRIORITY: u32 = 9;
 /// Poll interval for completions.
 // Latency comes from the node's end_ns, not from when this loop notices:
 // polling only bounds how late completions are collected, and a tighter
-// loop costs the VM's two CPUs more than it tells.
+// loop costs the VM's one CPU more than it tells.
 const POLL: Duration = Duration::from_millis(1);
 /// How long to wait for outstanding requests after the window.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -143,7 +143,7 @@ pub fn announce(path: &Path, role: &str, ring: &SimRing<'_>) -> Result<()> {
 }
 
 /// How often a tenant looks for the start signal: twenty tenants looking
-/// every 5 ms kept the debug VM's two vCPUs so busy that the harness took a
+/// every 5 ms kept the debug VM's one CPU so busy that the harness took a
 /// minute to give the signal. A window that starts up to this late is
 /// still the same window within 0.25 % of 20 s, and alike in every mode.
 const GO_POLL: Duration = Duration::from_millis(50);
