@@ -16,7 +16,12 @@ STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 # Queues suspended on the simulated nodes, by anyone.
 suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
 # Queues of process $1 that QUERY reports suspended.
-held() { kfd-preempt list "$1" | awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }'; }
+# Prints nothing, and fails, when QUERY fails: a tenant that is gone is
+# never "0 held".
+held() {
+	kfd-preempt list "$1" >$W/list.out || return 1
+	awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' $W/list.out
+}
 # Waits up to $2 tenths of a second for `$1` to succeed.
 until_true() {
 	i=0
@@ -66,12 +71,14 @@ comm = "kfdp-batch"
 EOF
 }
 
-# The BE and LC tenants live through every case below and are killed by
-# them; their duration only bounds a tenant the test failed to kill. It is
-# the VM's own time limit (tests/vm/run --timeout, 900 s): on a slow host
-# the cases took over 120 s, the tenants' duration before, and the BE
-# tenant exited before "the restarted daemon preempts again" looked for it.
-TENANT_S=900
+# The BE and LC tenants live through every case below, which kill them
+# (or the trap does): no lifetime of theirs may race the cases. They ran
+# for 120 s before, and on a slow host the cases took longer: the BE
+# tenant had exited when "the restarted daemon preempts again" looked for
+# it.
+TENANT_S=86400
+trap 'kill $be $lc 2>/dev/null' EXIT
+trap 'exit 143' INT TERM
 # Tells a tenant that exited early from a daemon that does not act.
 alive() { kill -0 "$1" 2>/dev/null || { echo "# tenant $1 exited early"; return 1; }; }
 
