@@ -54,6 +54,11 @@ struct Tally {
     next: u64,
     /// Retired with end_ns inside the window.
     completed: u64,
+    /// When the last counted dispatch ended (the window's start before).
+    last_end_ns: u64,
+    /// Node time, ns, between the counted dispatches (and before the
+    /// first): the node did not run this tenant's work.
+    idle_ns: u64,
 }
 
 impl Tally {
@@ -63,12 +68,25 @@ impl Tally {
     fn update(&mut self, ring: &SimRing<'_>, start: u64, end: u64) {
         let read = ring.read_index();
         while self.next < read {
-            if in_window(ring.times(self.next).end_ns, start, end) {
+            let t = ring.times(self.next);
+            if in_window(t.end_ns, start, end) {
                 self.completed += 1;
+                self.idle_ns += idle_before(t.start_ns, self.last_end_ns.max(start));
+                self.last_end_ns = t.end_ns;
             }
             self.next += 1;
         }
     }
+}
+
+/// Node time between the end of the tenant's previous dispatch (or the
+/// window's start) and the start of the next. With the node to itself,
+/// the tenant's ring was empty for that long (it had not refilled it in
+/// time); otherwise its queue was also off the node, or others' work ran.
+/// A dispatch resumed after a preemption starts where it first started,
+/// so the time it was off the node is not in here.
+fn idle_before(start_ns: u64, after_ns: u64) -> u64 {
+    start_ns.saturating_sub(after_ns)
 }
 
 /// Whether a dispatch that retired at `end_ns` counts.
@@ -108,6 +126,8 @@ pub fn run(args: &BeArgs) -> Result<BeResult> {
     let mut tally = Tally {
         next: ring.write_index(),
         completed: 0,
+        last_end_ns: start,
+        idle_ns: 0,
     };
     let mut tag = 0u64;
     loop {
@@ -141,6 +161,7 @@ pub fn run(args: &BeArgs) -> Result<BeResult> {
         } else {
             0.0
         },
+        idle_between_ms: tally.idle_ns as f64 / 1e6,
         work_ms: args.work_ms,
         depth: args.depth,
         node: args.node,
@@ -152,6 +173,15 @@ pub fn run(args: &BeArgs) -> Result<BeResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_is_the_gap_before_a_start_and_never_negative() {
+        assert_eq!(idle_before(1_300, 1_000), 300);
+        assert_eq!(idle_before(1_000, 1_000), 0);
+        // A dispatch that started before the window (or the previous
+        // end, as a resumed one does) adds nothing.
+        assert_eq!(idle_before(900, 1_000), 0);
+    }
 
     #[test]
     fn the_window_is_closed_at_both_ends() {

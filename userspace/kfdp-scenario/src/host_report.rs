@@ -410,7 +410,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
                 list.push(Criterion::new(
                     format!("node{node}-be-untouched"),
                     format!(
-                        "node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone"
+                        "node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone \
+                         (node idle between its dispatches: {:.0} ms alone, {:.0} ms under the daemon)",
+                        be_alone.idle_between_ms, be_daemon.idle_between_ms
                     ),
                     kept,
                     Some(BE_UNTOUCHED_MIN),

@@ -90,6 +90,11 @@ pub struct BeResult {
     /// work_done_ms / (duration_s x 1000): the node's busy fraction spent
     /// on BE.
     pub throughput: f64,
+    /// Node time, ms, inside the window before each counted dispatch
+    /// started, since the one before it ended (or the window began): on a
+    /// node of its own, how long the tenant left its ring empty.
+    #[serde(default)]
+    pub idle_between_ms: f64,
     /// Node time of one dispatch, ms.
     #[serde(default)]
     pub work_ms: f64,
@@ -169,6 +174,7 @@ mod tests {
             work_done_ms: 19750.0,
             duration_s: 20.0,
             throughput: 0.9875,
+            idle_between_ms: 12.5,
             work_ms: 250.0,
             depth: 1,
             node: 0,
