@@ -48,6 +48,7 @@ abort() {
 	finish
 }
 
+kfdp_phase disk scripts/disk-check.sh || abort "not enough free disk for the run (above)"
 kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installation"
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"
 kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
@@ -67,6 +68,8 @@ suite hw-validate-refusals tests/hw/preflight_test.sh
 # The cache keeps only the kernel trees its records name
 # (scripts/prune-kernels.sh), so that it does not fill a CI host's disk.
 suite prune-kernels tests/scripts/prune_kernels_test.sh
+# What the disk check above adds up, and what it refuses.
+suite disk-check tests/scripts/disk_check_test.sh
 
 # Documentation/ builds with Sphinx, every warning an error.
 if docs=$(kfdp_phase docs scripts/build-docs.sh 2>&1); then
