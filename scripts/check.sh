@@ -48,6 +48,9 @@ abort() {
 	finish
 }
 
+# The kernel trees of configurations left behind go first, then the run
+# starts only if the disk can hold it.
+kfdp_phase prune scripts/prune-kernels.sh || abort "pruning the cache's kernel trees"
 kfdp_phase disk scripts/disk-check.sh || abort "not enough free disk for the run (above)"
 kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installation"
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"

@@ -4,15 +4,19 @@
 # names any more.
 #
 # build-kernel.sh keys a tree by its source, config fragments and
-# toolchain, so every change of one builds a new tree of 3 to 6 GB and
+# toolchain, so every change of one builds a new tree (about 0.9 GB) and
 # leaves the old one behind: on a CI host that runs every submission,
 # the cache grows until the disk is full (a landing CI failed that way,
 # "No space left on device" in the middle of make check). The trees in
 # use are those the records name: kernel-current (the primary's test
 # kernel), kernel-current-<series> (the other series') and kernel-bench.
 # A tree without .built is a build that is running or was cut short: the
-# first is not ours to delete, and the second is rebuilt from scratch by
-# build-kernel.sh anyway, so both stay.
+# first is not ours to delete, so such a tree stays until nothing in it
+# changed for a day (a cold build takes under an hour).
+#
+# The cache serves one run at a time (make check and the other entry
+# points take no lock of it): a run that builds another kernel
+# configuration prunes the tree a concurrent run boots.
 #
 # KFDP_KEEP_KERNELS=1 keeps everything (a developer switching between
 # branches of different kernel configs saves the rebuilds).
@@ -33,8 +37,13 @@ done
 
 for tree in "$KFDP_CACHE"/kbuild/*/; do
 	tree=${tree%/}
-	[ -e "$tree/.built" ] || continue
 	[ -n "${named[$(basename "$tree")]:-}" ] && continue
-	kfdp_log "pruning the kernel tree $tree: no record names it ($(du -sh "$tree" | cut -f1))"
+	why="no record names it"
+	if [ ! -e "$tree/.built" ]; then
+		# Anything written in the last day: a build may be running.
+		[ -n "$(find "$tree" -mmin -1440 -print -quit)" ] && continue
+		why="an unfinished build, untouched for a day"
+	fi
+	kfdp_log "pruning the kernel tree $tree: $why ($(du -sh "$tree" | cut -f1))"
 	rm -rf "$tree"
 done

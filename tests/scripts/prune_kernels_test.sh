@@ -21,13 +21,19 @@ check() {
 }
 
 # Trees: the test kernels of both series, the bench kernel, two stale
-# built trees and one build in progress (no .built).
+# built trees, one build in progress (no .built, written just now) and one
+# abandoned (no .built, untouched for two days).
 make_cache() {
 	rm -rf "${cache:?}"/*
-	for t in test73 test72 bench stale1 stale2 building; do
+	for t in test73 test72 bench stale1 stale2 building abandoned; do
 		mkdir -p "$cache/kbuild/$t/arch"
 		echo obj >"$cache/kbuild/$t/arch/file.o"
-		[ "$t" = building ] || touch "$cache/kbuild/$t/.built"
+		case $t in
+		building) ;;
+		abandoned) touch -d '2 days ago' "$cache/kbuild/$t" "$cache/kbuild/$t/arch" \
+			"$cache/kbuild/$t/arch/file.o" ;;
+		*) touch "$cache/kbuild/$t/.built" ;;
+		esac
 	done
 	echo "$cache/kbuild/test73" >"$cache/kernel-current"
 	echo "$cache/kbuild/test72" >"$cache/kernel-current-7.2"
@@ -35,13 +41,14 @@ make_cache() {
 }
 
 echo "TAP version 13"
-echo "1..7"
+echo "1..8"
 make_cache
-KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
+KFDP_KEEP_KERNELS=0 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
 check "the primary's test kernel stays" '[ -e "$cache/kbuild/test73/.built" ]'
 check "the other series' test kernel stays" '[ -e "$cache/kbuild/test72/.built" ]'
 check "the bench kernel stays" '[ -e "$cache/kbuild/bench/.built" ]'
 check "a build in progress stays" '[ -e "$cache/kbuild/building/arch/file.o" ]'
+check "an unfinished build untouched for two days is deleted" '[ ! -e "$cache/kbuild/abandoned" ]'
 check "built trees no record names are deleted" '[ ! -e "$cache/kbuild/stale1" ] && [ ! -e "$cache/kbuild/stale2" ]'
 
 make_cache
@@ -49,7 +56,7 @@ KFDP_KEEP_KERNELS=1 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/nu
 check "KFDP_KEEP_KERNELS=1 keeps every tree" '[ -e "$cache/kbuild/stale1/.built" ] && [ -e "$cache/kbuild/stale2/.built" ]'
 
 rm -rf "${cache:?}"/*
-KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
+KFDP_KEEP_KERNELS=0 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
 rc=$?
 check "a cache without kernels is left alone" '[ "$rc" = 0 ] && [ -z "$(ls -A "$cache")" ]'
 

@@ -19,7 +19,7 @@ suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
 # Prints nothing, and fails, when QUERY fails: a tenant that is gone is
 # never "0 held".
 held() {
-	kfd-preempt list "$1" >$W/list.out || return 1
+	kfd-preempt list "$1" >$W/list.out 2>/dev/null || return 1
 	awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' $W/list.out
 }
 # Waits up to $2 tenths of a second for `$1` to succeed.
@@ -77,7 +77,8 @@ EOF
 # tenant had exited when "the restarted daemon preempts again" looked for
 # it.
 TENANT_S=86400
-trap 'kill $be $lc 2>/dev/null' EXIT
+be= lc= other= d=
+trap 'kill $be $lc $other $d 2>/dev/null' EXIT
 trap 'exit 143' INT TERM
 # Tells a tenant that exited early from a daemon that does not act.
 alive() { kill -0 "$1" 2>/dev/null || { echo "# tenant $1 exited early"; return 1; }; }
@@ -130,6 +131,7 @@ grep "$lc" once.out | grep -q latency-critical &&
 check $? "--once classifies by env opt-in and ignores the unmatched tenant"
 kill $other 2>/dev/null
 wait $other 2>/dev/null
+other=
 
 # 3. Live: LC requests preempt BE, LC idleness resumes it.
 kfd-preemptd --config good.toml 2>daemon.log &
@@ -203,6 +205,7 @@ check $? "the restarted daemon preempts again"
 until_true "[ \"\$(held $be)\" -gt 0 ]" 100
 kill -KILL $be
 wait $be 2>/dev/null
+be=
 sleep 0.5
 kill -0 $d && [ "$(suspended)" = 0 ]
 check $? "a BE tenant exiting while held: the daemon runs on, nothing left suspended"
@@ -210,7 +213,9 @@ check $? "a BE tenant exiting while held: the daemon runs on, nothing left suspe
 kill -TERM $d
 wait $d
 echo "# kfd-preemptd exited with $?"
+d=
 kill $lc 2>/dev/null
 wait $lc 2>/dev/null
+lc=
 tail -5 daemon.log | sed 's/^/# /'
 [ $fails = 0 ] || exit 1
