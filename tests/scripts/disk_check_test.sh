@@ -9,17 +9,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 
-n=0 passed=0 failed=0
-check() {
-	n=$((n + 1))
-	if eval "$2"; then
-		echo "ok $n $1"
-		passed=$((passed + 1))
-	else
-		echo "not ok $n $1"
-		failed=$((failed + 1))
-	fi
-}
+. "$here/tests/scripts/ktap.sh"
 # usage: disk FREE_GIB: runs the check, its message in $msg, status in $rc.
 disk() {
 	msg=$(KFDP_CACHE=$cache KFDP_DISK_FREE_GIB=$1 "$here/scripts/disk-check.sh" 2>&1)
@@ -55,5 +45,4 @@ rm "$cache/kbuild/7.2/.built"
 disk 8
 check "a 7.2 tree without .built counts as missing" '[ "$rc" != 0 ] && grep -q "the 7.2 kernel" <<<"$msg"'
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+ktap_end

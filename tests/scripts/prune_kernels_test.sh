@@ -8,17 +8,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 
-n=0 passed=0 failed=0
-check() {
-	n=$((n + 1))
-	if eval "$2"; then
-		echo "ok $n $1"
-		passed=$((passed + 1))
-	else
-		echo "not ok $n $1"
-		failed=$((failed + 1))
-	fi
-}
+. "$here/tests/scripts/ktap.sh"
 
 # Trees: the test kernels of both series, the bench kernel, two stale
 # built trees, one build in progress (no .built, written just now) and one
@@ -60,5 +50,4 @@ KFDP_KEEP_KERNELS=0 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/nu
 rc=$?
 check "a cache without kernels is left alone" '[ "$rc" = 0 ] && [ -z "$(ls -A "$cache")" ]'
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+ktap_end
