@@ -61,7 +61,9 @@ out=$KFDP_CACHE/kbuild/$key
 
 mapfile -t kargs < <(kfdp_kmake_args)
 
+fresh=0
 if [ ! -e "$out/.built" ]; then
+	fresh=1
 	kfdp_log "building the $flavour kernel $key in $out (a cold build takes about 20 minutes on 2 cores)"
 	mkdir -p "$out"
 	make -s -C "$src" O="$out" "${kargs[@]}" tinyconfig
@@ -89,6 +91,7 @@ if [ "$flavour" = bench ]; then
 else
 	echo "$out" >"$KFDP_KERNEL_RECORD"
 fi
-# The tree this replaced, if any, is named by no record now.
-"$KFDP_ROOT/scripts/prune-kernels.sh" >&2
+# The tree a new build replaced, if any, is named by no record now. (make
+# check prunes at its start anyway; this serves make bench and make demo.)
+[ "$fresh" = 0 ] || "$KFDP_ROOT/scripts/prune-kernels.sh" >&2
 echo "$out"

@@ -54,7 +54,8 @@ struct Tally {
     next: u64,
     /// Retired with end_ns inside the window.
     completed: u64,
-    /// When the last counted dispatch ended (the window's start before).
+    /// When the last counted dispatch ended (the window's start before
+    /// one was): never before the window, as counted ones end inside it.
     last_end_ns: u64,
     /// Node time, ns, between the counted dispatches (and before the
     /// first): the node did not run this tenant's work.
@@ -71,7 +72,7 @@ impl Tally {
             let t = ring.times(self.next);
             if in_window(t.end_ns, start, end) {
                 self.completed += 1;
-                self.idle_ns += idle_before(t.start_ns, self.last_end_ns.max(start));
+                self.idle_ns += idle_before(t.start_ns, self.last_end_ns);
                 self.last_end_ns = t.end_ns;
             }
             self.next += 1;
