@@ -163,6 +163,9 @@ pub struct ReactionPhases {
     pub ioctl_ns: u64,
     /// The module's hardware phase (runlist update or MES calls), ns.
     pub node_ns: u64,
+    /// The longest of each phase, ns (sample, decision, ioctl, node): a
+    /// tail is one phase's outlier, which the means hide.
+    pub max_ns: [u64; 4],
 }
 
 impl ReactionPhases {
@@ -179,15 +182,20 @@ impl ReactionPhases {
     ) {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let call = returned.saturating_sub(issued);
+        let each = [
+            ns(sampled.saturating_sub(woke)),
+            ns(issued.saturating_sub(sampled)),
+            ns(call.saturating_sub(node)),
+            ns(node.min(call)),
+        ];
         self.count += 1;
-        self.sample_ns = self
-            .sample_ns
-            .saturating_add(ns(sampled.saturating_sub(woke)));
-        self.decision_ns = self
-            .decision_ns
-            .saturating_add(ns(issued.saturating_sub(sampled)));
-        self.ioctl_ns = self.ioctl_ns.saturating_add(ns(call.saturating_sub(node)));
-        self.node_ns = self.node_ns.saturating_add(ns(node.min(call)));
+        self.sample_ns = self.sample_ns.saturating_add(each[0]);
+        self.decision_ns = self.decision_ns.saturating_add(each[1]);
+        self.ioctl_ns = self.ioctl_ns.saturating_add(each[2]);
+        self.node_ns = self.node_ns.saturating_add(each[3]);
+        for (max, t) in self.max_ns.iter_mut().zip(each) {
+            *max = (*max).max(t);
+        }
     }
 
     /// Adds `other`'s reactions.
@@ -197,10 +205,13 @@ impl ReactionPhases {
         self.decision_ns = self.decision_ns.saturating_add(other.decision_ns);
         self.ioctl_ns = self.ioctl_ns.saturating_add(other.ioctl_ns);
         self.node_ns = self.node_ns.saturating_add(other.node_ns);
+        for (max, t) in self.max_ns.iter_mut().zip(other.max_ns) {
+            *max = (*max).max(t);
+        }
     }
 }
 
-/// [`ReactionPhases`] as the statistics write them: means, µs.
+/// [`ReactionPhases`] as the statistics write them: means and maxima, µs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseStats {
     /// Reactions recorded.
@@ -213,6 +224,14 @@ pub struct PhaseStats {
     pub ioctl_us: f64,
     /// Mean hardware phase, µs.
     pub node_us: f64,
+    /// Longest SAMPLE after the wakeup, µs.
+    pub sample_max_us: f64,
+    /// Longest SAMPLE to PREEMPT call, µs.
+    pub decision_max_us: f64,
+    /// Longest PREEMPT call outside the hardware phase, µs.
+    pub ioctl_max_us: f64,
+    /// Longest hardware phase, µs.
+    pub node_max_us: f64,
 }
 
 impl From<&ReactionPhases> for PhaseStats {
@@ -230,6 +249,10 @@ impl From<&ReactionPhases> for PhaseStats {
             decision_us: mean(p.decision_ns),
             ioctl_us: mean(p.ioctl_ns),
             node_us: mean(p.node_ns),
+            sample_max_us: p.max_ns[0] as f64 / 1e3,
+            decision_max_us: p.max_ns[1] as f64 / 1e3,
+            ioctl_max_us: p.max_ns[2] as f64 / 1e3,
+            node_max_us: p.max_ns[3] as f64 / 1e3,
         }
     }
 }
@@ -470,6 +493,32 @@ mod tests {
     }
 
     #[test]
+    fn phases_keep_each_phase_longest_apart_from_the_means() {
+        let us = Duration::from_micros;
+        let mut a = ReactionPhases::default();
+        // A slow SAMPLE in one reaction, a slow ioctl in the other: each
+        // maximum is its own phase's, not one reaction's.
+        a.record(us(0), us(900), us(910), us(1010), us(50));
+        a.record(us(0), us(100), us(130), us(2130), us(60));
+        let mut b = ReactionPhases::default();
+        b.record(us(0), us(10), us(20), us(120), us(100));
+        a.merge(&b);
+        let s = PhaseStats::from(&a);
+        assert_eq!(s.count, 3);
+        assert_eq!(
+            (
+                s.sample_max_us,
+                s.decision_max_us,
+                s.ioctl_max_us,
+                s.node_max_us
+            ),
+            (900.0, 30.0, 1940.0, 100.0)
+        );
+        assert_eq!(s.sample_us, (900.0 + 100.0 + 10.0) / 3.0);
+        assert_eq!(s.ioctl_us, (50.0 + 1940.0 + 0.0) / 3.0);
+    }
+
+    #[test]
     fn snapshot_is_self_describing_and_sums_its_decisions() {
         let ms = Duration::from_millis;
         let busy = busy_policy(ms, 10);
@@ -545,7 +594,9 @@ mod tests {
         assert_eq!(
             v["reaction_phases"],
             serde_json::json!({"count": 2, "sample_us": 40.0, "decision_us": 10.0,
-                               "ioctl_us": 50.0, "node_us": 150.0})
+                               "ioctl_us": 50.0, "node_us": 150.0, "sample_max_us": 40.0,
+                               "decision_max_us": 10.0, "ioctl_max_us": 50.0,
+                               "node_max_us": 150.0})
         );
         assert_eq!(d_count(&v, 0), 1);
         // By node: each decision's own counters.
