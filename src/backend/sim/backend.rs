@@ -5,6 +5,7 @@
 
 use kernel::{
     fs::file::LocalFile,
+    mm::Mm,
     prelude::*,
     sync::{
         aref::ARef,
@@ -15,6 +16,7 @@ use kernel::{
 
 use super::{
     model::{
+        Liveness,
         Process,
         Req, //
     },
@@ -44,6 +46,10 @@ use crate::{
 pub(crate) struct Target {
     id: u64,
     leader: ARef<Task>,
+    /// The process's liveness and address space, for [`Backend::alive`]
+    /// without the model's lock.
+    life: Arc<Liveness>,
+    mm: ARef<Mm>,
 }
 
 /// Batches of up to this many items build their requests on the stack.
@@ -122,13 +128,18 @@ impl Backend for SimNodes {
         let mut st = self.0.state.lock();
         st.reap(&self.0);
         let p = st.by_file(ident).ok_or(EINVAL)?;
-        if !p.alive {
+        if !p.alive() {
             return Err(ESRCH);
         }
-        let (id, leader) = (p.id, p.leader.clone());
+        let target = Target {
+            id: p.id,
+            leader: p.leader.clone(),
+            life: p.life.clone(),
+            mm: p.mm.clone(),
+        };
         drop(st);
         drop(file);
-        Ok(Target { id, leader })
+        Ok(target)
     }
 
     fn info(&self, t: &Target) -> TargetInfo {
@@ -140,13 +151,11 @@ impl Backend for SimNodes {
     }
 
     fn alive(&self, t: &Target) -> bool {
-        // This process only: the engine asks for every attachment at every
-        // call, and a reap of all processes here made that O(processes)
-        // each. A process whose address space is gone is not alive; the
-        // next reap tears it down, as amdkfd's mmu notifier does.
-        let st = self.0.state.lock();
-        st.find(t.id)
-            .is_some_and(|i| st.processes[i].mm.mmget_not_zero().is_some())
+        // This process only, and without the model's lock: the engine asks
+        // for every attachment at every call (see `Liveness`). A process
+        // whose address space is gone is not alive; the next reap tears it
+        // down, as amdkfd's mmu notifier does.
+        t.life.get() && t.mm.mmget_not_zero().is_some()
     }
 
     fn gpu_ids(&self, _t: &Target) -> Result<KVec<u32>> {

@@ -68,7 +68,7 @@ impl State {
         let pi = self
             .processes
             .iter()
-            .position(|p| p.id == process && p.alive)?;
+            .position(|p| p.id == process && p.alive())?;
         let qi = self.processes[pi]
             .queues
             .iter()
@@ -91,7 +91,7 @@ impl State {
     /// does not count. `None` if none waits.
     pub(super) fn oldest_visible(&self, node: u32) -> Option<i64> {
         let mut oldest: Option<i64> = None;
-        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
+        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive()) {
             let stays = |q: &super::Queue| q.node == node && p.should_run(q);
             for (qi, _) in p.queues.iter().enumerate().filter(|(_, q)| stays(q)) {
                 if let Some(t) = self.runnable(pi, qi) {
@@ -120,7 +120,7 @@ impl State {
             }
         }
         let mut best: Option<(usize, usize, i64)> = None;
-        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive) {
+        for (pi, p) in self.processes.iter().enumerate().filter(|(_, p)| p.alive()) {
             for (qi, _) in p.queues.iter().enumerate().filter(|(_, q)| q.node == node) {
                 let Some(t) = self.runnable(pi, qi) else {
                     continue;
@@ -207,7 +207,7 @@ impl State {
     pub(crate) fn has_rings(&self) -> bool {
         self.processes
             .iter()
-            .any(|p| p.alive && p.queues.iter().any(|q| q.ring.is_some()))
+            .any(|p| p.alive() && p.queues.iter().any(|q| q.ring.is_some()))
     }
 
     /// Runs every node with ring queues up to now; returns the earliest
@@ -217,7 +217,7 @@ impl State {
     fn run_all(&mut self) -> Option<i64> {
         let now = now_ns();
         let mut busy = 0u64;
-        for p in self.processes.iter().filter(|p| p.alive) {
+        for p in self.processes.iter().filter(|p| p.alive()) {
             for q in p.queues.iter().filter(|q| q.ring.is_some()) {
                 if q.node < MAX_NODES {
                     busy |= 1u64 << q.node;

@@ -109,7 +109,7 @@ fn status(sim: &Sim, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let mut st = sim.state.lock();
     st.reap(sim);
     let broken = st.audit();
-    let alive = st.processes.iter().filter(|p| p.alive).count();
+    let alive = st.processes.iter().filter(|p| p.alive()).count();
     let queues: usize = st.processes.iter().map(|p| p.queues.len()).sum();
     writeln!(f, "processes {alive}")?;
     writeln!(f, "processes_exited {}", st.processes_exited)?;
@@ -209,7 +209,7 @@ fn control(sim: &Sim, reader: &mut UserSliceReader) -> Result {
     st.reap(sim);
     let mut ids = KVec::new();
     for p in st.processes.iter() {
-        if p.alive && p.leader.tgid_nr_ns(None) == tgid {
+        if p.alive() && p.leader.tgid_nr_ns(None) == tgid {
             ids.push(p.id, GFP_KERNEL)?;
         }
     }

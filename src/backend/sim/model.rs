@@ -14,7 +14,11 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
-        atomic::Relaxed, //
+        atomic::{
+            Atomic,
+            Relaxed, //
+        },
+        Arc,
     },
     task::Task,
     time::{
@@ -185,14 +189,36 @@ pub(crate) struct Process {
     pub(crate) mm: ARef<Mm>,
     /// Cleared when the process is torn down; the entry itself lives until
     /// the file is released, so that ATTACH of a dead tenant's fd is ESRCH.
-    pub(crate) alive: bool,
+    /// Shared with the targets that name the process (see [`Liveness`]).
+    pub(crate) life: Arc<Liveness>,
     /// Per-node eviction count (amdkfd's `qpd->evicted`): freezes and
     /// simulated memory evictions nest here.
     pub(crate) evicted: [u32; MAX_NODES as usize],
     pub(crate) queues: KVec<Queue>,
 }
 
+/// Whether a process is alive, shared with the engine's targets: the
+/// engine asks every attachment's target whether it is alive at every
+/// call, and asking under the model's lock made a SCHED_FIFO daemon's
+/// PREEMPT and SAMPLE wait for whichever tenant or worker held that lock
+/// (up to 650 ms in the debug VM, with the VM's CPU busy). Written only
+/// under the model's lock; read without it. A stale `true` is harmless:
+/// whatever the caller then does takes the lock and finds the process gone.
+pub(crate) struct Liveness(Atomic<bool>);
+
+impl Liveness {
+    /// Whether the process has not been torn down.
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
 impl Process {
+    /// Whether the process is alive (not torn down).
+    pub(crate) fn alive(&self) -> bool {
+        self.life.get()
+    }
+
     fn should_run(&self, q: &Queue) -> bool {
         q.runs_with(self.evicted[q.node as usize])
     }
@@ -325,7 +351,7 @@ impl State {
 
     /// Index of live process `id`.
     pub(crate) fn find(&self, id: u64) -> Option<usize> {
-        self.processes.iter().position(|p| p.id == id && p.alive)
+        self.processes.iter().position(|p| p.id == id && p.alive())
     }
 
     /// The process of tenant file `file`, alive or not.
@@ -343,6 +369,7 @@ impl State {
         if self.processes.len() >= MAX_PROCESSES {
             return Err(EMFILE);
         }
+        let life = Arc::new(Liveness(Atomic::new(true)), GFP_KERNEL)?;
         let id = self.next_id;
         self.next_id += 1;
         self.processes.push(
@@ -351,7 +378,7 @@ impl State {
                 file,
                 leader,
                 mm,
-                alive: true,
+                life,
                 evicted: [0; MAX_NODES as usize],
                 queues: KVec::new(),
             },
@@ -365,7 +392,7 @@ impl State {
     pub(crate) fn reap(&mut self, sim: &Sim) {
         for i in 0..self.processes.len() {
             let p = &self.processes[i];
-            if p.alive && p.mm.mmget_not_zero().is_none() {
+            if p.alive() && p.mm.mmget_not_zero().is_none() {
                 let id = p.id;
                 self.destroy_process(sim, id);
             }
@@ -387,7 +414,7 @@ impl State {
             self.pause_node(n, now);
         }
         let p = &mut self.processes[i];
-        p.alive = false;
+        p.life.0.store(false, Relaxed);
         p.evicted = [0; MAX_NODES as usize];
         let queues = core::mem::take(&mut p.queues);
         for n in (0..self.nodes).filter(|&n| on & (1u64 << n) != 0) {
