@@ -46,9 +46,13 @@ use crate::{
 pub(crate) struct Target {
     id: u64,
     leader: ARef<Task>,
-    /// The process's liveness and address space, for [`Backend::alive`]
-    /// without the model's lock.
+    /// The process's liveness, for [`Backend::alive`] without the
+    /// model's lock.
     life: Arc<Liveness>,
+    /// The process's address space (an mm_count reference, as the process
+    /// holds: the `mm_struct`, not its mappings), whose user count
+    /// [`Backend::alive`] reads; released when the owner's sweep or a
+    /// DETACH drops the target.
     mm: ARef<Mm>,
 }
 

@@ -201,8 +201,7 @@ pub(crate) struct Process {
 /// engine asks every attachment's target whether it is alive at every
 /// call, and asking under the model's lock made a SCHED_FIFO daemon's
 /// PREEMPT and SAMPLE wait for whichever tenant or worker held that lock
-/// (up to 650 ms in the debug VM, with the VM's CPU busy). Written only
-/// under the model's lock; read without it. A stale `true` is harmless:
+/// (`Documentation/simulated-node.rst`). A stale `true` is harmless:
 /// whatever the caller then does takes the lock and finds the process gone.
 pub(crate) struct Liveness(Atomic<bool>);
 
@@ -210,6 +209,12 @@ impl Liveness {
     /// Whether the process has not been torn down.
     pub(crate) fn get(&self) -> bool {
         self.0.load(Relaxed)
+    }
+
+    /// The process is torn down, for good. Called under the model's lock,
+    /// so that a reader holding it sees the process and its flag agree.
+    fn clear(&self) {
+        self.0.store(false, Relaxed);
     }
 }
 
@@ -414,7 +419,7 @@ impl State {
             self.pause_node(n, now);
         }
         let p = &mut self.processes[i];
-        p.life.0.store(false, Relaxed);
+        p.life.clear();
         p.evicted = [0; MAX_NODES as usize];
         let queues = core::mem::take(&mut p.queues);
         for n in (0..self.nodes).filter(|&n| on & (1u64 << n) != 0) {

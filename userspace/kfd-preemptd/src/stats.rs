@@ -163,9 +163,15 @@ pub struct ReactionPhases {
     pub ioctl_ns: u64,
     /// The module's hardware phase (runlist update or MES calls), ns.
     pub node_ns: u64,
-    /// The longest of each phase, ns (sample, decision, ioctl, node): a
-    /// tail is one phase's outlier, which the means hide.
-    pub max_ns: [u64; 4],
+    /// The longest of each phase, ns: a tail is one phase's outlier,
+    /// which the means hide.
+    pub sample_max_ns: u64,
+    /// The longest SAMPLE to PREEMPT call, ns.
+    pub decision_max_ns: u64,
+    /// The longest PREEMPT call outside the hardware phase, ns.
+    pub ioctl_max_ns: u64,
+    /// The longest hardware phase, ns.
+    pub node_max_ns: u64,
 }
 
 impl ReactionPhases {
@@ -182,20 +188,21 @@ impl ReactionPhases {
     ) {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let call = returned.saturating_sub(issued);
-        let each = [
-            ns(sampled.saturating_sub(woke)),
-            ns(issued.saturating_sub(sampled)),
-            ns(call.saturating_sub(node)),
-            ns(node.min(call)),
-        ];
-        self.count += 1;
-        self.sample_ns = self.sample_ns.saturating_add(each[0]);
-        self.decision_ns = self.decision_ns.saturating_add(each[1]);
-        self.ioctl_ns = self.ioctl_ns.saturating_add(each[2]);
-        self.node_ns = self.node_ns.saturating_add(each[3]);
-        for (max, t) in self.max_ns.iter_mut().zip(each) {
-            *max = (*max).max(t);
-        }
+        let one = ReactionPhases {
+            count: 1,
+            sample_ns: ns(sampled.saturating_sub(woke)),
+            decision_ns: ns(issued.saturating_sub(sampled)),
+            ioctl_ns: ns(call.saturating_sub(node)),
+            node_ns: ns(node.min(call)),
+            ..Default::default()
+        };
+        self.merge(&ReactionPhases {
+            sample_max_ns: one.sample_ns,
+            decision_max_ns: one.decision_ns,
+            ioctl_max_ns: one.ioctl_ns,
+            node_max_ns: one.node_ns,
+            ..one
+        });
     }
 
     /// Adds `other`'s reactions.
@@ -205,9 +212,10 @@ impl ReactionPhases {
         self.decision_ns = self.decision_ns.saturating_add(other.decision_ns);
         self.ioctl_ns = self.ioctl_ns.saturating_add(other.ioctl_ns);
         self.node_ns = self.node_ns.saturating_add(other.node_ns);
-        for (max, t) in self.max_ns.iter_mut().zip(other.max_ns) {
-            *max = (*max).max(t);
-        }
+        self.sample_max_ns = self.sample_max_ns.max(other.sample_max_ns);
+        self.decision_max_ns = self.decision_max_ns.max(other.decision_max_ns);
+        self.ioctl_max_ns = self.ioctl_max_ns.max(other.ioctl_max_ns);
+        self.node_max_ns = self.node_max_ns.max(other.node_max_ns);
     }
 }
 
@@ -249,10 +257,10 @@ impl From<&ReactionPhases> for PhaseStats {
             decision_us: mean(p.decision_ns),
             ioctl_us: mean(p.ioctl_ns),
             node_us: mean(p.node_ns),
-            sample_max_us: p.max_ns[0] as f64 / 1e3,
-            decision_max_us: p.max_ns[1] as f64 / 1e3,
-            ioctl_max_us: p.max_ns[2] as f64 / 1e3,
-            node_max_us: p.max_ns[3] as f64 / 1e3,
+            sample_max_us: p.sample_max_ns as f64 / 1e3,
+            decision_max_us: p.decision_max_ns as f64 / 1e3,
+            ioctl_max_us: p.ioctl_max_ns as f64 / 1e3,
+            node_max_us: p.node_max_ns as f64 / 1e3,
         }
     }
 }

@@ -466,14 +466,17 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         phase("node_us"),
         phases.get("count").and_then(Value::as_u64).unwrap_or(0)
     );
-    let _ = writeln!(
-        text,
-        "  and their longest: SAMPLE {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us",
-        phase("sample_max_us"),
-        phase("decision_max_us"),
-        phase("ioctl_max_us"),
-        phase("node_max_us"),
-    );
+    // (a daemon older than the maxima writes none)
+    if phases.get("ioctl_max_us").is_some() {
+        let _ = writeln!(
+            text,
+            "  and their longest: SAMPLE {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us",
+            phase("sample_max_us"),
+            phase("decision_max_us"),
+            phase("ioctl_max_us"),
+            phase("node_max_us"),
+        );
+    }
     for (_, n) in lc_nodes.iter().filter(|(unjudged, _)| !unjudged) {
         let _ = writeln!(text, "{}", start_breakdown(n.node, &n.alone, &n.daemon));
     }
