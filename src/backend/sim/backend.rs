@@ -5,7 +5,6 @@
 
 use kernel::{
     fs::file::LocalFile,
-    mm::Mm,
     prelude::*,
     sync::{
         aref::ARef,
@@ -46,14 +45,10 @@ use crate::{
 pub(crate) struct Target {
     id: u64,
     leader: ARef<Task>,
-    /// The process's liveness, for [`Backend::alive`] without the
-    /// model's lock.
-    life: Arc<Liveness>,
-    /// The process's address space (an mm_count reference, as the process
-    /// holds: the `mm_struct`, not its mappings), whose user count
-    /// [`Backend::alive`] reads; released when the owner's sweep or a
+    /// The process's liveness and address space, for [`Backend::alive`]
+    /// without the model's lock; released when the owner's sweep or a
     /// DETACH drops the target.
-    mm: ARef<Mm>,
+    life: Arc<Liveness>,
 }
 
 /// Batches of up to this many items build their requests on the stack.
@@ -139,7 +134,6 @@ impl Backend for SimNodes {
             id: p.id,
             leader: p.leader.clone(),
             life: p.life.clone(),
-            mm: p.mm.clone(),
         };
         drop(st);
         drop(file);
@@ -156,10 +150,8 @@ impl Backend for SimNodes {
 
     fn alive(&self, t: &Target) -> bool {
         // This process only, and without the model's lock: the engine asks
-        // for every attachment at every call (see `Liveness`). A process
-        // whose address space is gone is not alive; the next reap tears it
-        // down, as amdkfd's mmu notifier does.
-        t.life.get() && t.mm.mmget_not_zero().is_some()
+        // for every attachment at every call (see `Liveness`).
+        t.life.running()
     }
 
     fn gpu_ids(&self, _t: &Target) -> Result<KVec<u32>> {
@@ -259,7 +251,7 @@ impl Backend for SimNodes {
         let mut st = self.0.state.lock();
         st.reap(&self.0);
         let pi = st.find(t.id).ok_or(ESRCH)?;
-        let mm = st.processes[pi].mm.clone();
+        let mm = st.processes[pi].life.mm.clone();
         drop(st);
         // SAFETY: `mm` holds an mm_count on the tenant's address space for
         // the whole call.

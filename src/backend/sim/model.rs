@@ -184,12 +184,9 @@ pub(crate) struct Process {
     /// Identity of the tenant's file, to recognise its fd at ATTACH.
     pub(crate) file: usize,
     pub(crate) leader: ARef<Task>,
-    /// The opener's address space: the process dies with it, as a KFD
-    /// process dies with its mm.
-    pub(crate) mm: ARef<Mm>,
-    /// Cleared when the process is torn down; the entry itself lives until
-    /// the file is released, so that ATTACH of a dead tenant's fd is ESRCH.
-    /// Shared with the targets that name the process (see [`Liveness`]).
+    /// Its address space and whether it was torn down; the entry itself
+    /// lives until the file is released, so that ATTACH of a dead tenant's
+    /// fd is ESRCH. Shared with the targets that name the process.
     pub(crate) life: Arc<Liveness>,
     /// Per-node eviction count (amdkfd's `qpd->evicted`): freezes and
     /// simulated memory evictions nest here.
@@ -203,18 +200,32 @@ pub(crate) struct Process {
 /// PREEMPT and SAMPLE wait for whichever tenant or worker held that lock
 /// (`Documentation/simulated-node.rst`). A stale `true` is harmless:
 /// whatever the caller then does takes the lock and finds the process gone.
-pub(crate) struct Liveness(Atomic<bool>);
+pub(crate) struct Liveness {
+    /// Cleared when the process is torn down.
+    alive: Atomic<bool>,
+    /// The opener's address space (an mm_count reference: the `mm_struct`,
+    /// not its mappings): the process dies with it, as a KFD process dies
+    /// with its mm.
+    pub(crate) mm: ARef<Mm>,
+}
 
 impl Liveness {
     /// Whether the process has not been torn down.
     pub(crate) fn get(&self) -> bool {
-        self.0.load(Relaxed)
+        self.alive.load(Relaxed)
+    }
+
+    /// Whether the process is alive for the engine: not torn down, and its
+    /// address space not gone (the next reap tears such a process down, as
+    /// amdkfd's mmu notifier does).
+    pub(crate) fn running(&self) -> bool {
+        self.get() && self.mm.mmget_not_zero().is_some()
     }
 
     /// The process is torn down, for good. Called under the model's lock,
     /// so that a reader holding it sees the process and its flag agree.
     fn clear(&self) {
-        self.0.store(false, Relaxed);
+        self.alive.store(false, Relaxed);
     }
 }
 
@@ -374,7 +385,13 @@ impl State {
         if self.processes.len() >= MAX_PROCESSES {
             return Err(EMFILE);
         }
-        let life = Arc::new(Liveness(Atomic::new(true)), GFP_KERNEL)?;
+        let life = Arc::new(
+            Liveness {
+                alive: Atomic::new(true),
+                mm,
+            },
+            GFP_KERNEL,
+        )?;
         let id = self.next_id;
         self.next_id += 1;
         self.processes.push(
@@ -382,7 +399,6 @@ impl State {
                 id,
                 file,
                 leader,
-                mm,
                 life,
                 evicted: [0; MAX_NODES as usize],
                 queues: KVec::new(),
@@ -397,7 +413,7 @@ impl State {
     pub(crate) fn reap(&mut self, sim: &Sim) {
         for i in 0..self.processes.len() {
             let p = &self.processes[i];
-            if p.alive() && p.mm.mmget_not_zero().is_none() {
+            if p.alive() && !p.life.running() {
                 let id = p.id;
                 self.destroy_process(sim, id);
             }

@@ -196,7 +196,7 @@ impl Tenant {
             // amdkfd refuses a /dev/kfd used from another process.
             let st = self.sim.state.lock();
             let pi = st.find(self.id).ok_or(ESRCH)?;
-            if st.processes[pi].mm.as_raw() != mm.as_raw() {
+            if st.processes[pi].life.mm.as_raw() != mm.as_raw() {
                 return Err(EBADF);
             }
         }

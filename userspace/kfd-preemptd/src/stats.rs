@@ -188,20 +188,21 @@ impl ReactionPhases {
     ) {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let call = returned.saturating_sub(issued);
-        let one = ReactionPhases {
-            count: 1,
-            sample_ns: ns(sampled.saturating_sub(woke)),
-            decision_ns: ns(issued.saturating_sub(sampled)),
-            ioctl_ns: ns(call.saturating_sub(node)),
-            node_ns: ns(node.min(call)),
-            ..Default::default()
-        };
+        let sample = ns(sampled.saturating_sub(woke));
+        let decision = ns(issued.saturating_sub(sampled));
+        let ioctl = ns(call.saturating_sub(node));
+        let node = ns(node.min(call));
+        // One reaction: each phase is its own sum and its own longest.
         self.merge(&ReactionPhases {
-            sample_max_ns: one.sample_ns,
-            decision_max_ns: one.decision_ns,
-            ioctl_max_ns: one.ioctl_ns,
-            node_max_ns: one.node_ns,
-            ..one
+            count: 1,
+            sample_ns: sample,
+            decision_ns: decision,
+            ioctl_ns: ioctl,
+            node_ns: node,
+            sample_max_ns: sample,
+            decision_max_ns: decision,
+            ioctl_max_ns: ioctl,
+            node_max_ns: node,
         });
     }
 
