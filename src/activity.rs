@@ -26,15 +26,16 @@ use kernel::{
     },
     time::{
         hrtimer::{
+            AbsoluteMode,
             ArcHrTimerHandle,
             HrTimer,
             HrTimerCallback,
             HrTimerCallbackContext,
             HrTimerPointer,
-            HrTimerRestart,
-            RelativeMode, //
+            HrTimerRestart, //
         },
         Delta,
+        Instant,
         Monotonic, //
     },
 };
@@ -100,6 +101,20 @@ pub(crate) enum Condition {
     AllIdle { idle_ns: i64 },
 }
 
+/// The first instant after `now` (ns of CLOCK_MONOTONIC) that is a whole
+/// number of `period` ns. Every sampler of one period ticks on these
+/// instants, whenever it was armed, so that the kernel's timer interrupt
+/// serves all of them at once: a daemon arms one sampler per decision (a
+/// node and a level, up to hundreds on an MI300X host in CPX mode), and
+/// with phases of their own each would cost an interrupt of its own every
+/// period (`Documentation/design.rst`, "Activity detection").
+pub(crate) fn next_tick(now: i64, period: i64) -> i64 {
+    let period = period.max(1);
+    now.div_euclid(period)
+        .saturating_add(1)
+        .saturating_mul(period)
+}
+
 /// An armed sampler: a timer that reads a snapshot of the owner's watches
 /// every period, lock free, and signals the eventfd once.
 #[pin_data]
@@ -119,12 +134,23 @@ pub(crate) struct Armed {
 
 impl_has_hr_timer! {
     impl HasHrTimer<Self> for Armed {
-        mode: RelativeMode<Monotonic>, field: self.timer
+        mode: AbsoluteMode<Monotonic>, field: self.timer
     }
 }
 
 impl Armed {
-    /// One sample: whether the condition holds now.
+    /// One sample; if the condition holds, signals the eventfd and
+    /// returns true (the sampler is done).
+    fn sample(&self) -> bool {
+        if !self.holds() {
+            return false;
+        }
+        self.fired.store(true, Relaxed);
+        self.eventfd.signal();
+        true
+    }
+
+    /// Whether the condition holds now.
     fn holds(&self) -> bool {
         let mut busy = false;
         for (w, last) in self.watches.iter().zip(self.last_write.iter()) {
@@ -154,14 +180,11 @@ impl HrTimerCallback for Armed {
     type Pointer<'a> = Arc<Self>;
 
     fn run(this: ArcBorrow<'_, Self>, mut ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
-        if this.fired.load(Relaxed) {
+        if this.fired.load(Relaxed) || this.sample() {
             return HrTimerRestart::NoRestart;
         }
-        if this.holds() {
-            this.fired.store(true, Relaxed);
-            this.eventfd.signal();
-            return HrTimerRestart::NoRestart;
-        }
+        // Whole periods on from the last expiry: the sampler stays on the
+        // shared ticks it started on.
         ctx.forward_now(this.period);
         HrTimerRestart::Restart
     }
@@ -172,13 +195,15 @@ impl HrTimerCallback for Armed {
 /// holds can be unpinned.
 pub(crate) struct Sampler {
     /// Kept for its drop, which cancels the timer; declared first, so that
-    /// it is dropped before `armed` and the watches `armed` holds.
-    _timer: ArcHrTimerHandle<Armed>,
+    /// it is dropped before `armed` and the watches `armed` holds. `None`:
+    /// the condition held at once, and no timer was started.
+    _timer: Option<ArcHrTimerHandle<Armed>>,
     armed: Arc<Armed>,
 }
 
 impl Sampler {
-    /// Creates and starts a sampler; the first sample is taken at once.
+    /// Creates and starts a sampler; the first sample is taken at once, the
+    /// next ones at the [`next_tick`]s of its period.
     pub(crate) fn start(
         watches: &[Arc<Watch>],
         condition: Condition,
@@ -205,8 +230,18 @@ impl Sampler {
             }),
             GFP_KERNEL,
         )?;
+        // The first sample now, in the caller's context: it costs no timer
+        // interrupt, and the next one comes at the shared tick.
+        let timer = if armed.sample() {
+            None
+        } else {
+            let at = Instant::<Monotonic>::now();
+            let now = now_ns();
+            let first = at + Delta::from_nanos(next_tick(now, period.as_nanos()) - now);
+            Some(armed.clone().start(first))
+        };
         Ok(Self {
-            _timer: armed.clone().start(Delta::from_nanos(0)),
+            _timer: timer,
             armed,
         })
     }
@@ -261,4 +296,49 @@ pub(crate) fn take_watches(
         }
     }
     taken
+}
+
+#[cfg(kfdp_kunit)]
+#[kunit_tests(kfdp_activity)]
+mod tests {
+    use super::*;
+
+    const P: i64 = 200_000;
+
+    #[test]
+    fn a_tick_is_the_next_whole_period_strictly_after_now() {
+        assert_eq!(next_tick(0, P), P);
+        assert_eq!(next_tick(1, P), P);
+        assert_eq!(next_tick(P - 1, P), P);
+        // On a tick: the next one, never now (the sample now was taken).
+        assert_eq!(next_tick(P, P), 2 * P);
+        assert_eq!(next_tick(7 * P + 3, P), 8 * P);
+    }
+
+    #[test]
+    fn samplers_armed_apart_share_their_ticks() {
+        // Armed 1 µs and 199 µs into one period, and from a period of
+        // their own, two samplers fire on the same instants from then on.
+        let first = next_tick(1_000_000 + 1_000, P);
+        let second = next_tick(1_000_000 + 199_000, P);
+        assert_eq!(first, second);
+        assert_eq!(next_tick(first, P), first + P);
+        assert_eq!(first % P, 0);
+    }
+
+    #[test]
+    fn a_tick_stays_within_one_period_of_now_at_any_scale() {
+        for &(now, period) in &[
+            (0i64, 10_000i64),
+            (123_456_789, 10_000),
+            (i64::MAX / 4, 1_000_000_000),
+            (999_999_999_999, 999_983),
+        ] {
+            let t = next_tick(now, period);
+            assert!(t > now && t - now <= period && t % period == 0);
+        }
+        // A zero period (never armed so: ARM refuses it) cannot divide by
+        // zero.
+        assert_eq!(next_tick(5, 0), 6);
+    }
 }

@@ -72,9 +72,17 @@ capture_metrics() {
 	echo "# no scrape matched the statistics of its moment"
 }
 
+# The VM's local timer interrupts so far, every CPU's: the ARM samplers
+# tick in them (the report gives each mode's rate).
+timer_irqs() {
+	awk '/^ *LOC:/ { for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { print s + 0 }' /proc/interrupts
+}
+
 # Starts the tenants of one mode, lets them measure the same window, waits.
 run() { # mode lc? be?
 	mode=$1 want_lc=$2 want_be=$3
+	label=$mode
+	[ "$mode" = alone ] && { [ "$want_lc" = 1 ] && label=alone_lc || label=alone_be; }
 	rm -f go
 	pids= ready=
 	if [ "$want_be" = 1 ]; then
@@ -139,6 +147,7 @@ run() { # mode lc? be?
 	fi
 	echo "# mode $mode: measuring for ${D}s"
 	start=$(cut -d" " -f1 /proc/uptime)
+	irqs_before=$(timer_irqs)
 	touch go
 	if [ -n "$DAEMON_PID" ]; then
 		sleep $((D / 2))
@@ -147,6 +156,7 @@ run() { # mode lc? be?
 	for p in $pids; do
 		wait "$p" || return 1
 	done
+	echo "$irqs_before $(timer_irqs) $start $(cut -d" " -f1 /proc/uptime)" >"timer_irqs_$label"
 	if [ -n "$DAEMON_PID" ]; then
 		cpu_after=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
 		end=$(cut -d" " -f1 /proc/uptime)

@@ -170,6 +170,29 @@ pub fn cpu_percent(text: &str) -> Option<f64> {
     (wall > 0.0 && hz > 0.0).then(|| 100.0 * (after - before) / hz / wall)
 }
 
+/// A mode's rate of the VM's local timer interrupts, a second, from
+/// `timer_irqs_<mode>`: the count before and after, wall start and end.
+pub fn irq_rate(text: &str) -> Option<f64> {
+    let f: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [before, after, start, end] = f[..] else {
+        return None;
+    };
+    let wall = end - start;
+    (wall > 0.0 && after >= before).then(|| (after - before) / wall)
+}
+
+/// The modes whose timer interrupt rates the report gives, with their
+/// names in it.
+const IRQ_MODES: [(&str, &str); 4] = [
+    ("alone_lc", "LC alone"),
+    ("alone_be", "BE alone"),
+    ("together", "all without a daemon"),
+    ("daemon", "all under the daemon"),
+];
+
 struct LcNode {
     node: u32,
     alone: LcResult,
@@ -251,18 +274,21 @@ fn judge_lc_node(
 }
 
 /// Where an LC node's requests waited before their first dispatch ran,
-/// alone and under the daemon: on the host (submitted late) and on the node
-/// (behind other LC work, or behind BE until it was preempted), P50 and P99
-/// of each. What the daemon adds to the node wait is its reaction; what it
-/// adds to the submission delay is the VM's CPUs.
-fn start_breakdown(node: u32, alone: &LcResult, daemon: &LcResult) -> String {
+/// alone, among every tenant without a daemon, and under the daemon: on
+/// the host (submitted late) and on the node (behind other LC work, or
+/// behind BE until it was preempted), P50 and P99 of each. The submission
+/// delay without a daemon is the other tenants' share of the VM's CPUs;
+/// what the daemon adds beyond it is its own CPU use. What it adds to the
+/// node wait is its reaction.
+fn start_breakdown(node: u32, alone: &LcResult, together: &LcResult, daemon: &LcResult) -> String {
     let pair = |v: &[f64]| {
         let (p50, p99, _) = tail(v);
         format!("{p50:.2}/{p99:.2}")
     };
     format!(
-        "  node {node}, before a request's first dispatch ran (P50/P99 ms, alone -> daemon): submission {} -> {}, node wait {} -> {}",
+        "  node {node}, before a request's first dispatch ran (P50/P99 ms, alone -> no daemon -> daemon): submission {} -> {} -> {}, node wait {} -> {}",
         pair(&alone.submit_delay_ms),
+        pair(&together.submit_delay_ms),
         pair(&daemon.submit_delay_ms),
         pair(&alone.node_wait_ms),
         pair(&daemon.node_wait_ms)
@@ -478,7 +504,11 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         );
     }
     for (_, n) in lc_nodes.iter().filter(|(unjudged, _)| !unjudged) {
-        let _ = writeln!(text, "{}", start_breakdown(n.node, &n.alone, &n.daemon));
+        let _ = writeln!(
+            text,
+            "{}",
+            start_breakdown(n.node, &n.alone, &n.together, &n.daemon)
+        );
     }
     let mut short = Vec::new();
     for (_, n) in lc_nodes
@@ -496,6 +526,11 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             n.together.p99_ms,
             n.daemon.p99_ms,
             n.alone.load()
+        );
+        let _ = writeln!(
+            text,
+            "{}",
+            start_breakdown(n.node, &n.alone, &n.together, &n.daemon)
         );
         short.push(json!({
             "node": n.node, "lc_p99_alone_ms": n.alone.p99_ms,
@@ -515,6 +550,30 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             a.nodes
         );
     }
+    // Each mode's timer interrupts: the daemon's ARM samplers tick in
+    // them, and in the VM each costs tens of microseconds of its CPU.
+    let irqs: Vec<(&str, &str, f64)> = IRQ_MODES
+        .iter()
+        .filter_map(|(mode, name)| {
+            let t = fs::read_to_string(file(format!("timer_irqs_{mode}"))).ok()?;
+            Some((*mode, *name, irq_rate(&t)?))
+        })
+        .collect();
+    if !irqs.is_empty() {
+        let list: Vec<String> = irqs
+            .iter()
+            .map(|(_, name, r)| format!("{name} {r:.0}"))
+            .collect();
+        let _ = writeln!(
+            text,
+            "the VM's local timer interrupts a second: {}",
+            list.join(", ")
+        );
+    }
+    let irq_json: serde_json::Map<String, Value> = irqs
+        .iter()
+        .map(|(mode, _, r)| ((*mode).to_string(), json!(r)))
+        .collect();
     let dropped: u64 = lc_nodes.iter().map(|(_, n)| n.dropped).sum();
     if dropped > 0 {
         let _ = writeln!(
@@ -549,6 +608,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         "reaction": {"count": reactions.len(), "p50_ms": p50, "p99_ms": p99, "phases": phases},
         "short": short,
         "daemon_cpu_percent": cpu,
+        "timer_irqs_per_s": irq_json,
     });
     Ok(HostReport { text, json, pass })
 }
@@ -608,5 +668,13 @@ mod tests {
         assert_eq!(cpu_percent("100 150 100 10.0 20.0"), Some(5.0));
         assert_eq!(cpu_percent("100 150 100 10.0 10.0"), None);
         assert_eq!(cpu_percent("garbage"), None);
+    }
+
+    #[test]
+    fn timer_interrupt_rate_is_count_over_wall_time() {
+        assert_eq!(irq_rate("1000 6000 10.0 20.0"), Some(500.0));
+        assert_eq!(irq_rate("1000 6000 10.0 10.0"), None);
+        assert_eq!(irq_rate("6000 1000 10.0 20.0"), None);
+        assert_eq!(irq_rate("1000 6000 10.0"), None);
     }
 }
