@@ -458,12 +458,18 @@ impl<B: Backend> Daemon<'_, B> {
         let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
             return;
         };
-        w.drain();
         // The baseline for "a write index moved": read before the ARM, so
-        // a burst in between counts as activity.
-        let baseline = match w.file.sample() {
-            Ok(s) => s.queues.iter().map(|a| (a.queue, a.write_index)).collect(),
-            Err(_) => HashMap::new(),
+        // a burst in between counts as activity; this pass's wakeup read
+        // one already.
+        let baseline = match w.woken.take() {
+            Some(b) => b,
+            None => {
+                w.drain();
+                match w.file.sample() {
+                    Ok(s) => s.queues.iter().map(|a| (a.queue, a.write_index)).collect(),
+                    Err(_) => HashMap::new(),
+                }
+            }
         };
         let r = w.file.arm(ArmCondition::AnyBusy, period, w.efd.as_fd());
         self.armed(
@@ -478,7 +484,9 @@ impl<B: Backend> Daemon<'_, B> {
         let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
             return;
         };
-        w.drain();
+        if w.woken.take().is_none() {
+            w.drain();
+        }
         let armed_at = monotonic();
         let r = w
             .file
@@ -591,9 +599,16 @@ impl<B: Backend> Daemon<'_, B> {
             for pid in exited {
                 self.remove_tenant(pid, "exited");
             }
-            let Some(w) = self.arenas.get(key).and_then(|a| a.watcher.as_ref()) else {
+            let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) else {
                 continue;
             };
+            w.woken = Some(
+                sample
+                    .queues
+                    .iter()
+                    .map(|a| (a.queue, a.write_index))
+                    .collect(),
+            );
             match confirm(&w.arm, &sample) {
                 Confirmation::Busy => {
                     if let Some(a) = self.arenas.get_mut(key) {
@@ -635,6 +650,12 @@ impl<B: Backend> Daemon<'_, B> {
         let now = monotonic();
         let events = events.into_iter().map(|(k, _, e)| (k, now, e)).collect();
         self.feed(events);
+        // A later pass reads its own baseline, and empties the eventfd.
+        for key in keys {
+            if let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) {
+                w.woken = None;
+            }
+        }
         // Logged after the reaction, which a slow journal must not delay
         // (the preempt line comes first, reason=lc-busy).
         for (key, pending, watched) in busy_logs {

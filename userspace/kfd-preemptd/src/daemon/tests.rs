@@ -191,6 +191,8 @@ struct State {
     /// ARM signals the eventfd if its condition holds at once.
     signal_on_arm: bool,
     calls: Vec<(usize, Call)>,
+    /// SAMPLE calls so far, every file's.
+    samples: usize,
 }
 
 #[derive(Clone)]
@@ -349,6 +351,7 @@ impl Backend for Fake {
         Ok(all_done(queues))
     }
     fn sample(&self) -> Result<Sample, kfd_preempt::Error> {
+        self.s.borrow_mut().samples += 1;
         let s = self.s.borrow();
         let queues: Vec<Activity> = s
             .watched
@@ -592,6 +595,41 @@ fn too_short_a_period_is_raised_to_the_modules_minimum() {
         1,
         Call::Arm(ArmCondition::AnyBusy, Duration::from_micros(100))
     )));
+}
+
+/// SAMPLE calls since the last call of this.
+fn samples(fake: &Fake) -> usize {
+    std::mem::take(&mut fake.s.borrow_mut().samples)
+}
+
+#[test]
+fn an_edge_samples_once_and_its_sample_is_the_next_arms_baseline() {
+    let (p, fake, cfg) = world("onesample");
+    let mut d = daemon(&p, &fake, &cfg);
+    // The first ANY_BUSY, outside a wakeup: it reads its own baseline.
+    d.scan();
+    assert_eq!(samples(&fake), 1);
+    // A stale wakeup: confirmed by one SAMPLE, re-armed on it.
+    d.on_wakeups(&[LC_A]);
+    assert_eq!(samples(&fake), 1);
+    // Busy, then idle for the hysteresis: one SAMPLE each, the idle one
+    // also the baseline of the ANY_BUSY armed after the RESUME.
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    assert_eq!(samples(&fake), 1);
+    fake.set_busy(A, false);
+    fake.s.borrow_mut().skew = Duration::from_millis(10);
+    d.on_wakeups(&[LC_A]);
+    assert_eq!(samples(&fake), 1);
+    assert!(!held(&d, LC_A));
+    fake.calls();
+    // That baseline catches a burst that came and went before the next
+    // wakeup: the write index moved since the idle edge's SAMPLE.
+    fake.s.borrow_mut().writes += 1;
+    fake.s.borrow_mut().skew = Duration::ZERO;
+    d.on_wakeups(&[LC_A]);
+    assert!(held(&d, LC_A));
+    assert!(fake.main_calls().contains(&Call::Preempt(be_refs(), LEASE)));
 }
 
 #[test]
