@@ -103,16 +103,38 @@ pub(crate) enum Condition {
 
 /// The first instant after `now` (ns of CLOCK_MONOTONIC) that is a whole
 /// number of `period` ns. Every sampler of one period ticks on these
-/// instants, whenever it was armed, so that the kernel's timer interrupt
-/// serves all of them at once: a daemon arms one sampler per decision (a
-/// node and a level, up to hundreds on an MI300X host in CPX mode), and
-/// with phases of their own each would cost an interrupt of its own every
-/// period (`Documentation/design.rst`, "Activity detection").
+/// instants, whenever it was armed, so that one timer interrupt of a CPU
+/// serves all of that CPU's samplers at once: a daemon arms one sampler
+/// per decision (a node and a level, up to hundreds on an MI300X host in
+/// CPX mode), and with phases of their own each would cost an interrupt
+/// of its own every period (`Documentation/design.rst`, "Activity
+/// detection").
 pub(crate) fn next_tick(now: i64, period: i64) -> i64 {
     let period = period.max(1);
     now.div_euclid(period)
         .saturating_add(1)
         .saturating_mul(period)
+}
+
+/// Most time between the two clock reads of [`clock_now`] that it accepts
+/// at once.
+const CLOCK_READ_GAP_NS: i64 = 10_000;
+
+/// CLOCK_MONOTONIC now, as the timer's instant and in nanoseconds: two
+/// reads, retried (twice at most) while the caller was held up between
+/// them, which would put a sampler off the shared ticks for its whole life
+/// (the kernel crate gives an `Instant`'s nanoseconds to itself only).
+fn clock_now() -> (Instant<Monotonic>, i64) {
+    let mut at = Instant::<Monotonic>::now();
+    for _ in 0..2 {
+        let now = now_ns();
+        let after = Instant::<Monotonic>::now();
+        if (after - at).as_nanos() <= CLOCK_READ_GAP_NS {
+            return (at, now);
+        }
+        at = after;
+    }
+    (at, now_ns())
 }
 
 /// An armed sampler: a timer that reads a snapshot of the owner's watches
@@ -235,8 +257,7 @@ impl Sampler {
         let timer = if armed.sample() {
             None
         } else {
-            let at = Instant::<Monotonic>::now();
-            let now = now_ns();
+            let (at, now) = clock_now();
             let first = at + Delta::from_nanos(next_tick(now, period.as_nanos()) - now);
             Some(armed.clone().start(first))
         };

@@ -461,7 +461,11 @@ impl<B: Backend> Daemon<'_, B> {
         // The baseline for "a write index moved": read before the ARM, so
         // a burst in between counts as activity; this pass's wakeup read
         // one already.
-        let baseline = match w.woken.take() {
+        let woken = w
+            .woken
+            .take()
+            .filter(|b| w.watched.values().flatten().all(|q| b.contains_key(q)));
+        let baseline = match woken {
             Some(b) => b,
             None => {
                 w.drain();

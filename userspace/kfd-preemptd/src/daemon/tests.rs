@@ -609,6 +609,23 @@ fn an_edge_samples_once_and_its_sample_is_the_next_arms_baseline() {
     // The first ANY_BUSY, outside a wakeup: it reads its own baseline.
     d.scan();
     assert_eq!(samples(&fake), 1);
+    // A wakeup's write indices that miss a queue watched since are no
+    // baseline: the ARM reads its own. Complete ones are.
+    let woken = |d: &mut Daemon<'_, Fake>, b: HashMap<QueueRef, u64>| {
+        d.arenas
+            .get_mut(&LC_A)
+            .unwrap()
+            .watcher
+            .as_mut()
+            .unwrap()
+            .woken = Some(b);
+    };
+    woken(&mut d, HashMap::new());
+    d.rearm(LC_A);
+    assert_eq!(samples(&fake), 1);
+    woken(&mut d, HashMap::from([(fq(1, LC, A, 0), 0)]));
+    d.rearm(LC_A);
+    assert_eq!(samples(&fake), 0);
     // A stale wakeup: confirmed by one SAMPLE, re-armed on it.
     d.on_wakeups(&[LC_A]);
     assert_eq!(samples(&fake), 1);

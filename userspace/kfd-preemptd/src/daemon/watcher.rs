@@ -137,9 +137,13 @@ pub(super) struct Watcher<B: Backend> {
     /// The write indices of the SAMPLE read at this pass's wakeup, after
     /// the eventfd was emptied; `None` outside that pass. An ARM in the
     /// same pass takes them as its `ANY_BUSY` baseline instead of a SAMPLE
-    /// of its own, and does not empty the eventfd again: the sampler that
-    /// signalled it has fired, and a sampler fires once. Two system calls
-    /// fewer an edge, on the `SCHED_FIFO` loop.
+    /// of its own (unless a queue was watched since), and does not empty
+    /// the eventfd again: the sampler that signalled it has fired, and a
+    /// sampler fires once. Two system calls fewer an edge, on the
+    /// `SCHED_FIFO` loop. A signal left in the eventfd all the same (from
+    /// a sampler replaced before it fired, or one armed during the pass by
+    /// a change of the watched queues) costs one more wakeup, which
+    /// [`confirm`] takes for what it is.
     pub woken: Option<HashMap<QueueRef, u64>>,
 }
 
