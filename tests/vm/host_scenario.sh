@@ -157,10 +157,10 @@ run() { # mode lc? be?
 	for p in $pids; do
 		wait "$p" || return 1
 	done
-	echo "$irqs_before $(timer_irqs) $start $(cut -d" " -f1 /proc/uptime)" >"timer_irqs_$label"
+	end=$(cut -d" " -f1 /proc/uptime)
+	echo "$irqs_before $(timer_irqs) $start $end" >"timer_irqs_$label"
 	if [ -n "$DAEMON_PID" ]; then
 		cpu_after=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
-		end=$(cut -d" " -f1 /proc/uptime)
 		# /proc/PID/stat counts USER_HZ ticks, 100 a second on Linux.
 		echo "$cpu_before $cpu_after 100 $start $end" >daemon_cpu
 		n=0

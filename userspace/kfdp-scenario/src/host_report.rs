@@ -155,15 +155,18 @@ fn read_u64(path: &Path) -> Result<u64> {
         .map_err(|_| format!("{}: not a number", path.display()))?)
 }
 
+/// The numbers of a line the scenario script wrote, in order.
+fn numbers(text: &str) -> Vec<f64> {
+    text.split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect()
+}
+
 /// The daemon's CPU use over its run, percent of one CPU, from
 /// `daemon_cpu`: ticks before and after, ticks per second, wall start
 /// and end.
 pub fn cpu_percent(text: &str) -> Option<f64> {
-    let f: Vec<f64> = text
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let [before, after, hz, start, end] = f[..] else {
+    let [before, after, hz, start, end] = numbers(text)[..] else {
         return None;
     };
     let wall = end - start;
@@ -173,11 +176,7 @@ pub fn cpu_percent(text: &str) -> Option<f64> {
 /// A mode's rate of the VM's local timer interrupts, a second, from
 /// `timer_irqs_<mode>`: the count before and after, wall start and end.
 pub fn irq_rate(text: &str) -> Option<f64> {
-    let f: Vec<f64> = text
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let [before, after, start, end] = f[..] else {
+    let [before, after, start, end] = numbers(text)[..] else {
         return None;
     };
     let wall = end - start;

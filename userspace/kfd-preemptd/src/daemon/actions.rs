@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use kfd_preempt::{ArmCondition, BatchReport, EntryError, Outcome, QueueRef};
+use kfd_preempt::{ArmCondition, BatchReport, EntryError, Outcome, QueueRef, Sample};
 use rustix::io::Errno;
 use serde_json::{json, Value};
 
@@ -464,15 +464,15 @@ impl<B: Backend> Daemon<'_, B> {
         let woken = w
             .woken
             .take()
+            .map(|s| write_indices(&s))
             .filter(|b| w.watched.values().flatten().all(|q| b.contains_key(q)));
         let baseline = match woken {
             Some(b) => b,
             None => {
                 w.drain();
-                match w.file.sample() {
-                    Ok(s) => s.queues.iter().map(|a| (a.queue, a.write_index)).collect(),
-                    Err(_) => HashMap::new(),
-                }
+                w.file
+                    .sample()
+                    .map_or_else(|_| HashMap::new(), |s| write_indices(&s))
             }
         };
         let r = w.file.arm(ArmCondition::AnyBusy, period, w.efd.as_fd());
@@ -606,27 +606,18 @@ impl<B: Backend> Daemon<'_, B> {
             let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) else {
                 continue;
             };
-            w.woken = Some(
-                sample
-                    .queues
-                    .iter()
-                    .map(|a| (a.queue, a.write_index))
-                    .collect(),
-            );
-            match confirm(&w.arm, &sample) {
+            let confirmation = confirm(&w.arm, &sample);
+            let (edge, pending, watched) =
+                (sample.timestamp, sample.num_pending, sample.queues.len());
+            w.woken = Some(sample);
+            match confirmation {
                 Confirmation::Busy => {
                     if let Some(a) = self.arenas.get_mut(key) {
-                        a.last_edge = Some(sample.timestamp);
+                        a.last_edge = Some(edge);
                         a.woke_at = Some((woke, now));
                     }
-                    events.push((
-                        *key,
-                        now,
-                        Event::LcBusy {
-                            edge: sample.timestamp,
-                        },
-                    ));
-                    busy_logs.push((*key, sample.num_pending, sample.queues.len()));
+                    events.push((*key, now, Event::LcBusy { edge }));
+                    busy_logs.push((*key, pending, watched));
                 }
                 Confirmation::Idle => {
                     self.log.log(
@@ -634,16 +625,10 @@ impl<B: Backend> Daemon<'_, B> {
                         "lc-idle",
                         &[
                             ("decision", json!(decision_name(self.cfg, *key))),
-                            ("watched", json!(sample.queues.len())),
+                            ("watched", json!(watched)),
                         ],
                     );
-                    events.push((
-                        *key,
-                        now,
-                        Event::LcIdle {
-                            edge: sample.timestamp,
-                        },
-                    ));
+                    events.push((*key, now, Event::LcIdle { edge }));
                 }
                 Confirmation::Rearm => self.rearm(*key),
                 Confirmation::Ignore => {}
@@ -697,4 +682,13 @@ impl<B: Backend> Daemon<'_, B> {
             );
         }
     }
+}
+
+/// Each sampled queue's write index: an `ANY_BUSY` ARM's baseline.
+fn write_indices(sample: &Sample) -> HashMap<QueueRef, u64> {
+    sample
+        .queues
+        .iter()
+        .map(|a| (a.queue, a.write_index))
+        .collect()
 }

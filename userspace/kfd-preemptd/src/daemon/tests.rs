@@ -609,21 +609,24 @@ fn an_edge_samples_once_and_its_sample_is_the_next_arms_baseline() {
     // The first ANY_BUSY, outside a wakeup: it reads its own baseline.
     d.scan();
     assert_eq!(samples(&fake), 1);
-    // A wakeup's write indices that miss a queue watched since are no
-    // baseline: the ARM reads its own. Complete ones are.
-    let woken = |d: &mut Daemon<'_, Fake>, b: HashMap<QueueRef, u64>| {
+    // A wakeup's SAMPLE that misses a queue watched since is no baseline:
+    // the ARM reads its own. A complete one is.
+    let woken = |d: &mut Daemon<'_, Fake>, s: Sample| {
         d.arenas
             .get_mut(&LC_A)
             .unwrap()
             .watcher
             .as_mut()
             .unwrap()
-            .woken = Some(b);
+            .woken = Some(s);
     };
-    woken(&mut d, HashMap::new());
+    woken(&mut d, sample(0, vec![]));
     d.rearm(LC_A);
     assert_eq!(samples(&fake), 1);
-    woken(&mut d, HashMap::from([(fq(1, LC, A, 0), 0)]));
+    woken(
+        &mut d,
+        sample(0, vec![act(fq(1, LC, A, 0), false, false, 0)]),
+    );
     d.rearm(LC_A);
     assert_eq!(samples(&fake), 0);
     // A stale wakeup: confirmed by one SAMPLE, re-armed on it.

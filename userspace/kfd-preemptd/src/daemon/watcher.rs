@@ -134,9 +134,9 @@ pub(super) struct Watcher<B: Backend> {
     pub unwatchable: HashMap<(i32, QueueKey), bool>,
     /// Tenants this file could not attach: not retried until they leave.
     pub refused: HashSet<i32>,
-    /// The write indices of the SAMPLE read at this pass's wakeup, after
-    /// the eventfd was emptied; `None` outside that pass. An ARM in the
-    /// same pass takes them as its `ANY_BUSY` baseline instead of a SAMPLE
+    /// The SAMPLE read at this pass's wakeup, after the eventfd was
+    /// emptied; `None` outside that pass. An ARM in the same pass takes
+    /// its write indices as its `ANY_BUSY` baseline instead of a SAMPLE
     /// of its own (unless a queue was watched since), and does not empty
     /// the eventfd again: the sampler that signalled it has fired, and a
     /// sampler fires once. Two system calls fewer an edge, on the
@@ -144,7 +144,7 @@ pub(super) struct Watcher<B: Backend> {
     /// a sampler replaced before it fired, or one armed during the pass by
     /// a change of the watched queues) costs one more wakeup, which
     /// [`confirm`] takes for what it is.
-    pub woken: Option<HashMap<QueueRef, u64>>,
+    pub woken: Option<Sample>,
 }
 
 impl<B: Backend> Watcher<B> {
