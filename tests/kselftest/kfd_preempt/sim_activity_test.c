@@ -328,6 +328,23 @@ TEST_F(act, arm_any_busy_signals_on_demand)
 	EXPECT_TRUE(signalled(self->efd, 3000));
 }
 
+/*
+ * The condition is checked in the ARM call itself: work already pending has
+ * the eventfd signalled when ARM returns, not one period (here a second)
+ * later.
+ */
+TEST_F(act, arm_any_busy_checks_at_once)
+{
+	struct ring *r = &self->r;
+
+	ASSERT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS,
+			       r->queue_id));
+	submit(self->tenant, r, 200 * MS, 1);
+	ASSERT_EQ(0, arm(self->owner, KFDP_ARM_ANY_BUSY, self->efd, 1000000, 0));
+	EXPECT_TRUE(signalled(self->efd, 0)) TH_LOG("not signalled by the ARM call");
+	ASSERT_TRUE(wait_retired(r, 0, 5000));
+}
+
 /* ALL_IDLE waits for the work to retire and then for the idle time. */
 TEST_F(act, arm_all_idle_waits_for_hysteresis)
 {
