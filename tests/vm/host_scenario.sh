@@ -227,10 +227,14 @@ wait "$DAEMON_PID"
 echo "# kfd-preemptd exited with $?"
 grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
 
+# Into a file, then shown: the exit status is the report's (a pipe to tee
+# made it tee's).
 # shellcheck disable=SC2086 # node lists
 kfdp-scenario host-report --dir "$W" --nodes "$NODES" --lc-nodes "$(echo $LC_NODES | tr ' ' ,)" \
-	--short-nodes $SHORT_NODE --seq-nodes $SEQ_NODE --stats preemptd_run.json --out-json host.json | tee host.txt
+	--short-nodes $SHORT_NODE --seq-nodes $SEQ_NODE --stats preemptd_run.json --out-json host.json \
+	>host.txt 2>&1
 rc=$?
+cat host.txt
 echo "=== kfdp-scenario host json begin ==="
 cat host.json
 echo

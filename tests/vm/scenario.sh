@@ -111,11 +111,14 @@ wait "$DAEMON_PID"
 echo "# kfd-preemptd exited with $?"
 grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
 
+# Into a file, then shown: the exit status is the report's (a pipe to tee
+# made it tee's), and its notes on stderr stay off the table's lines.
 kfdp-scenario report --alone-lc lc_alone.json --alone-be be_alone.json \
 	--together-lc lc_together.json --together-be be_together.json \
 	--daemon-lc lc_daemon.json --daemon-be be_daemon.json --be-work-ms "$BE_MS" \
-	--out-json report.json --out-svg report.svg | tee report.txt
+	--out-json report.json --out-svg report.svg >report.txt 2>&1
 rc=$?
+cat report.txt
 echo "=== kfdp-scenario json begin ==="
 cat report.json
 echo
