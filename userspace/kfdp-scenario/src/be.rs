@@ -153,9 +153,10 @@ pub fn run(args: &BeArgs) -> Result<BeResult> {
         crate::lc::await_go(path)?;
     }
 
-    // The window opens once the first dispatches are queued: a tenant the
-    // host runs late after `go` (the VM's one CPU serves every tenant and
-    // the daemon) then measures the same node time as one on time.
+    // The window opens once the first dispatches are queued, so a tenant
+    // the VM deschedules between `go` and queueing its first work (its one
+    // CPU serves every tenant and the daemon) is not charged for that
+    // delay. Later it loses node time only if its ring runs dry.
     let mut tally = Tally {
         next: ring.write_index(),
         completed: 0,
