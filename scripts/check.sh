@@ -141,6 +141,13 @@ vm_runs vm out/vm --amdkfd-emu
 # manager printed in that run (KUnit hws_runlist_debugfs_dump).
 suite hw-kit-rls out/hw/rls_test out/vm/console.log
 
+# The kselftests that race tenants, schedulers and samplers against each
+# other, again on two CPUs (tests/vm/run --cpus 2): every other run's guest
+# has one, so only here do two tasks run in the module at once, under
+# lockdep and KASAN.
+suite vm-smp tests/vm/run sim_nodes=16 sim_mes_nodes=2 --cpus 2 --no-kunit --quiet \
+	--kselftests "sim_stress_test sim_activity_test sim_lifecycle_test" --out out/vm-smp
+
 # The second kernel (Documentation/building.rst, "Kernels"): the module and
 # kfdp_amdkfd_emu built warning-free against Linux 7.2, and the same VM runs
 # booting it, so that what building.rst claims about 7.2 is measured.
