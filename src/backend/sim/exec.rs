@@ -266,9 +266,15 @@ impl Sim {
     pub(crate) fn kick(self: &Arc<Self>, st: &mut State) {
         if !st.driving && !st.driver_stopping && st.has_rings() {
             st.driving = true;
+            // The high-priority pool (nice -20): the driver stands for the
+            // GPU, which tenants' CPU use does not slow. On the normal pool
+            // busy tenants delayed its passes, so retirements were seen
+            // late, and a pass preempted while holding the model's mutex
+            // held up every ioctl, the scheduler's too. It sleeps between
+            // passes, which lets other high-priority work of its CPU run.
             // An error means it is still queued from its last run, which
             // will see the rings.
-            let _ = workqueue::system_long().enqueue(self.clone());
+            let _ = workqueue::system_highpri().enqueue(self.clone());
         }
     }
 
