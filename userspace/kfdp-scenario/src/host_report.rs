@@ -542,10 +542,20 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
     for line in &seq_lines {
         let _ = writeln!(text, "{line}");
     }
+    // How many CPUs the tenants and the daemon shared (tests/vm/run
+    // --cpus): on one, the daemon's CPU delays the tenants' submissions.
+    let vm_cpus: Option<u32> = fs::read_to_string(file("cpus".to_string()))
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
     if let Some(c) = cpu {
+        let cpus = match vm_cpus {
+            Some(1) => ", on a VM of 1 CPU".to_string(),
+            Some(n) => format!(", on a VM of {n} CPUs"),
+            None => String::new(),
+        };
         let _ = writeln!(
             text,
-            "kfd-preemptd CPU use over the run: {c:.2} % of one CPU ({} nodes)",
+            "kfd-preemptd CPU use over the run: {c:.2} % of one CPU ({} nodes{cpus})",
             a.nodes
         );
     }
@@ -607,6 +617,7 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         "reaction": {"count": reactions.len(), "p50_ms": p50, "p99_ms": p99, "phases": phases},
         "short": short,
         "daemon_cpu_percent": cpu,
+        "vm_cpus": vm_cpus,
         "timer_irqs_per_s": irq_json,
     });
     Ok(HostReport { text, json, pass })
