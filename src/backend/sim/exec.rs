@@ -43,6 +43,11 @@ use crate::{
 /// Longest time the driver sleeps while ring queues exist: the latest a
 /// retired dispatch's read index is written back.
 const DRIVER_PERIOD_NS: i64 = 1_000_000;
+/// Least sleep after a pass of the driver, as a multiple of the pass's
+/// wall time (a wait for the model's mutex included): at 3 its passes take
+/// at most a quarter of a CPU, however slow the host and however often
+/// dispatches end.
+const DRIVER_SLEEP_PER_PASS: i64 = 3;
 /// Most dispatches one call retires (a tenant can publish rings of empty
 /// dispatches): the rest wait for the next call, a millisecond later.
 const MAX_RETIRE_PER_RUN: u32 = 4096;
@@ -243,6 +248,7 @@ impl WorkItem for Sim {
     /// see their read indices move without calling in.
     fn run(this: Arc<Sim>) {
         loop {
+            let began = now_ns();
             let next = {
                 let mut st = this.state.lock();
                 st.reap(&this);
@@ -253,9 +259,14 @@ impl WorkItem for Sim {
                 st.run_all()
             };
             let now = now_ns();
+            // At nice -20 the driver runs before every tenant: without the
+            // floor, a host slow enough that passes cost as much as the
+            // time between dispatch ends left user space no CPU (a
+            // daemon_test timed out so in CI).
             let wait = next
                 .map_or(DRIVER_PERIOD_NS, |t| t - now)
-                .clamp(20_000, DRIVER_PERIOD_NS);
+                .clamp(20_000, DRIVER_PERIOD_NS)
+                .max((now - began).saturating_mul(DRIVER_SLEEP_PER_PASS));
             fsleep(Delta::from_nanos(wait));
         }
     }
@@ -270,8 +281,9 @@ impl Sim {
             // GPU, which tenants' CPU use does not slow. On the normal pool
             // busy tenants delayed its passes, so retirements were seen
             // late, and a pass preempted while holding the model's mutex
-            // held up every ioctl, the scheduler's too. It sleeps between
-            // passes, which lets other high-priority work of its CPU run.
+            // held up every ioctl, the scheduler's too. Its sleeps bound
+            // its share of the CPU (`DRIVER_SLEEP_PER_PASS`) and let other
+            // high-priority work of its CPU run.
             // An error means it is still queued from its last run, which
             // will see the rings.
             let _ = workqueue::system_highpri().enqueue(self.clone());

@@ -70,8 +70,9 @@ pub const BE_LOSS_MARGIN: f64 = 0.10;
 pub const HOST_PROTECTION_MIN: f64 = 0.5;
 /// Least part of its fair share BE keeps on an LC node (`make check`). In
 /// the debug VM the part kept ranged from 0.22 to 0.63 over about fifteen
-/// runs, mostly because the simulated node's driver writes read indices
-/// back late there (`Documentation/testing.rst`, "scenario"), and this
+/// runs, mostly because the simulated node's driver, then at normal
+/// priority, wrote read indices back late there
+/// (`Documentation/testing.rst`, "scenario"), and this
 /// machine's speed drifts; a daemon that never resumes leaves BE only its
 /// minimum share (0.1 of the time, 0.14 of a fair part of 0.7), which this
 /// still fails.
