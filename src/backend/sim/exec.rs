@@ -40,16 +40,16 @@ use crate::{
     clock::now_ns,
 };
 
-/// Longest time the driver sleeps while ring queues exist: the latest a
-/// retired dispatch's read index is written back.
+/// Longest time the driver sleeps while ring queues exist, unless its
+/// passes are slow (`DRIVER_SLEEP_PER_PASS`): the latest a retired
+/// dispatch's read index is written back on a host that keeps up.
 const DRIVER_PERIOD_NS: i64 = 1_000_000;
-/// Least sleep after a pass of the driver, as a multiple of the pass's
-/// wall time (a wait for the model's mutex included): at 3 its passes take
-/// at most a quarter of a CPU, however slow the host and however often
-/// dispatches end.
+/// Least sleep after a pass of the driver, as a multiple of the time it
+/// held the model's mutex: at 3 the passes themselves take at most a
+/// quarter of a CPU, however slow the host (its wakeups cost more).
 const DRIVER_SLEEP_PER_PASS: i64 = 3;
 /// Most dispatches one call retires (a tenant can publish rings of empty
-/// dispatches): the rest wait for the next call, a millisecond later.
+/// dispatches): the rest wait for the next call.
 const MAX_RETIRE_PER_RUN: u32 = 4096;
 
 /// One node's execution state.
@@ -244,19 +244,22 @@ impl WorkItem for Sim {
     type Pointer = Arc<Sim>;
 
     /// The driver: brings the nodes up to date at each dispatch end (and
-    /// at least every millisecond) while ring queues exist, so that tenants
-    /// see their read indices move without calling in.
+    /// every millisecond on a host that keeps up) while ring queues exist,
+    /// so that tenants see their read indices move without calling in.
     fn run(this: Arc<Sim>) {
         loop {
-            let began = now_ns();
-            let next = {
+            let (began, next) = {
                 let mut st = this.state.lock();
+                // The pass starts once the mutex is held: a wait for it
+                // (a backend call may hold it for a modelled cost) is not
+                // the driver's CPU.
+                let began = now_ns();
                 st.reap(&this);
                 if st.driver_stopping || !st.has_rings() {
                     st.driving = false;
                     return;
                 }
-                st.run_all()
+                (began, st.run_all())
             };
             let now = now_ns();
             // At nice -20 the driver runs before every tenant: without the
