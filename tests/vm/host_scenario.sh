@@ -188,7 +188,8 @@ run together 1 1 || exit 1
 # (a host's, one or two), taken from whichever tenant it interrupts.
 # Measured on the bench kernel: the daemon's share of the interrupts fell
 # from about 1200 to 300-570 a second and LC submissions' P99 under the daemon
-# from 9-18 ms to 8-9 ms, for 0.3 ms more reaction at the median.
+# from 9-18 ms to 8-9 ms in two runs (15 ms in a third), for 0.3 ms more
+# reaction at the median.
 cat >preemptd.toml <<EOT
 [daemon]
 tenants = "sim"
