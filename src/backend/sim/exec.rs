@@ -261,18 +261,26 @@ impl WorkItem for Sim {
                 }
                 (began, st.run_all())
             };
-            let now = now_ns();
-            // At nice -20 the driver runs before every tenant: without the
-            // floor, a host slow enough that passes cost as much as the
-            // time between dispatch ends left user space no CPU (a
-            // daemon_test timed out so in CI).
-            let wait = next
-                .map_or(DRIVER_PERIOD_NS, |t| t - now)
-                .clamp(20_000, DRIVER_PERIOD_NS)
-                .max((now - began).saturating_mul(DRIVER_SLEEP_PER_PASS));
-            fsleep(Delta::from_nanos(wait));
+            fsleep(Delta::from_nanos(driver_sleep_ns(began, now_ns(), next)));
         }
     }
+}
+
+/// How long the driver sleeps after a pass that held the model's mutex
+/// from `began` and ended at `now`, when the next dispatch ends at `next`
+/// (if one runs): until then, within [20 µs, `DRIVER_PERIOD_NS`], and at
+/// least `DRIVER_SLEEP_PER_PASS` times the pass.
+fn driver_sleep_ns(began: i64, now: i64, next: Option<i64>) -> i64 {
+    // At nice -20 the driver runs before every tenant: without the floor,
+    // a host slow enough that passes cost as much as the time between
+    // dispatch ends left user space no CPU (a daemon_test timed out so in
+    // CI).
+    next.map_or(DRIVER_PERIOD_NS, |t| t.saturating_sub(now))
+        .clamp(20_000, DRIVER_PERIOD_NS)
+        .max(
+            now.saturating_sub(began)
+                .saturating_mul(DRIVER_SLEEP_PER_PASS),
+        )
 }
 
 impl Sim {
@@ -302,5 +310,45 @@ impl Sim {
         unsafe {
             kernel::bindings::flush_work(workqueue::Work::<Sim>::raw_get(&self.driver));
         }
+    }
+}
+
+#[cfg(kfdp_kunit)]
+#[kernel::prelude::kunit_tests(kfdp_sim_driver)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn a_quick_pass_sleeps_until_the_next_dispatch_ends() {
+        // A 5 µs pass (a floor of 15 µs), the next dispatch ending 400 µs
+        // after it.
+        let (began, now) = (5_000, 10_000);
+        assert_eq!(driver_sleep_ns(began, now, Some(410_000)), 400_000);
+        // No dispatch running: one period.
+        assert_eq!(driver_sleep_ns(began, now, None), DRIVER_PERIOD_NS);
+        // Due already, or far off: within [20 µs, one period].
+        assert_eq!(driver_sleep_ns(began, now, Some(5_000)), 20_000);
+        assert_eq!(driver_sleep_ns(began, now, Some(60 * MS)), DRIVER_PERIOD_NS);
+    }
+
+    #[test]
+    fn a_slow_pass_leaves_the_cpu_three_times_as_long() {
+        // A host so slow that a pass takes 2 ms, with dispatches ending
+        // every 100 µs: the driver must still leave 3/4 of a CPU.
+        let (began, now) = (50 * MS, 52 * MS);
+        let sleep = driver_sleep_ns(began, now, Some(now + 100_000));
+        assert_eq!(sleep, 6 * MS);
+        assert!(sleep >= DRIVER_SLEEP_PER_PASS * (now - began));
+        // Likewise with nothing running, and past the period.
+        assert_eq!(driver_sleep_ns(0, 2 * MS, None), 6 * MS);
+    }
+
+    #[test]
+    fn a_clock_at_its_limits_neither_overflows_nor_sleeps_less_than_20_us() {
+        assert_eq!(driver_sleep_ns(0, i64::MAX, Some(i64::MIN)), i64::MAX);
+        assert_eq!(driver_sleep_ns(5, 5, Some(i64::MIN)), 20_000);
+        assert_eq!(driver_sleep_ns(5, 5, Some(i64::MAX)), DRIVER_PERIOD_NS);
     }
 }
