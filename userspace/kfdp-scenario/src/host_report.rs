@@ -279,17 +279,28 @@ fn judge_lc_node(
 /// behind BE until it was preempted), P50 and P99 of each. The submission
 /// delay without a daemon is the other tenants' share of the VM's CPUs;
 /// what the daemon adds beyond it is its own CPU use. What it adds to the
-/// node wait is its reaction.
+/// node wait is its reaction. The submission's longest, and the part of
+/// it spent in the doorbell's call (the rest is the tenant woken late),
+/// tell a host that stalled a tenant from a lock that did.
 fn start_breakdown(node: u32, alone: &LcResult, together: &LcResult, daemon: &LcResult) -> String {
     let pair = |v: &[f64]| {
         let (p50, p99, _) = tail(v);
         format!("{p50:.2}/{p99:.2}")
     };
+    let longest = |v: &[f64]| {
+        let max = v.iter().copied().fold(0.0, f64::max);
+        format!("{max:.2}")
+    };
+    let modes = [alone, together, daemon];
+    let across = |f: &dyn Fn(&LcResult) -> String| {
+        modes.iter().map(|r| f(r)).collect::<Vec<_>>().join(" -> ")
+    };
     format!(
-        "  node {node}, before a request's first dispatch ran (P50/P99 ms, alone -> no daemon -> daemon): submission {} -> {} -> {}, node wait {} -> {}",
-        pair(&alone.submit_delay_ms),
-        pair(&together.submit_delay_ms),
-        pair(&daemon.submit_delay_ms),
+        "  node {node}, before a request's first dispatch ran (P50/P99 ms, alone -> no daemon -> daemon): submission {} (longest {}; in the doorbell's call {}, longest {}), node wait {} -> {}",
+        across(&|r| pair(&r.submit_delay_ms)),
+        across(&|r| longest(&r.submit_delay_ms)),
+        across(&|r| pair(&r.doorbell_ms)),
+        across(&|r| longest(&r.doorbell_ms)),
         pair(&alone.node_wait_ms),
         pair(&daemon.node_wait_ms)
     )
@@ -672,6 +683,33 @@ mod tests {
         // Statistics that could not be read.
         let (line, _) = judge_sequenced(3, runs, 0.5, 100, &Value::Null);
         assert!(line.contains("learnt: unknown"), "{line}");
+    }
+
+    #[test]
+    fn a_submission_splits_into_the_late_wakeup_and_the_doorbells_call() {
+        let run = |submit: [f64; 2], doorbell: [f64; 2]| -> LcResult {
+            serde_json::from_value(json!({
+                "role": "lc", "requests": 2, "latencies_ms": [20.0, 60.0],
+                "submit_delay_ms": submit, "doorbell_ms": doorbell,
+                "node_wait_ms": [0.0, 1.5], "p50_ms": 20.0, "p99_ms": 60.0,
+                "p999_ms": 60.0, "work_ms_per_request": 15.0, "duration_s": 1.0,
+                "rate": 2.0,
+            }))
+            .unwrap()
+        };
+        let alone = run([0.25, 0.5], [0.125, 0.25]);
+        // Under the daemon one submission took 48 ms, 40 of them in the
+        // doorbell's call: a lock, not a late wakeup.
+        let daemon = run([0.5, 48.0], [0.25, 40.0]);
+        let line = start_breakdown(1, &alone, &alone, &daemon);
+        assert!(
+            line.contains("submission 0.25/0.50 -> 0.25/0.50 -> 0.50/48.00")
+                && line.contains("(longest 0.50 -> 0.50 -> 48.00;")
+                && line.contains("doorbell's call 0.12/0.25 -> 0.12/0.25 -> 0.25/40.00")
+                && line.contains("longest 0.25 -> 0.25 -> 40.00)")
+                && line.ends_with("node wait 0.00/1.50 -> 0.00/1.50"),
+            "{line}"
+        );
     }
 
     #[test]

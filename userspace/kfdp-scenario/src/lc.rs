@@ -78,6 +78,9 @@ struct Pending {
     /// round to submitting it: a request submitted late was still waiting
     /// (open loop, no coordinated omission).
     arrival_ns: u64,
+    /// When this process called to submit it (its clock before writing
+    /// the packets).
+    called_ns: u64,
     first_index: u64,
     /// The first dispatch's times, read once it retired: its slot may be
     /// reused before the last one retires.
@@ -91,17 +94,20 @@ struct Pending {
 struct Completed {
     latencies_ms: Vec<f64>,
     submit_delay_ms: Vec<f64>,
+    doorbell_ms: Vec<f64>,
     node_wait_ms: Vec<f64>,
 }
 
 impl Completed {
     /// Records a request that arrived at `arrival_ns`, whose first dispatch
-    /// is `first` and whose last one ended at `end_ns`, all on the node's
-    /// clock (CLOCK_MONOTONIC).
-    fn record(&mut self, arrival_ns: u64, first: PacketTimes, end_ns: u64) {
+    /// this process called to submit at `called_ns`, is `first` and whose
+    /// last one ended at `end_ns`, all on the node's clock
+    /// (CLOCK_MONOTONIC).
+    fn record(&mut self, arrival_ns: u64, called_ns: u64, first: PacketTimes, end_ns: u64) {
         let ms = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e6;
         self.latencies_ms.push(ms(arrival_ns, end_ns));
         self.submit_delay_ms.push(ms(arrival_ns, first.submit_ns));
+        self.doorbell_ms.push(ms(called_ns, first.submit_ns));
         self.node_wait_ms.push(ms(first.submit_ns, first.start_ns));
     }
 }
@@ -125,7 +131,7 @@ fn drain(ring: &SimRing<'_>, outstanding: &mut VecDeque<Pending>, done: &mut Com
         }
         let end = ring.times(p.last_index).end_ns;
         let first = p.first.unwrap_or_else(|| ring.times(p.first_index));
-        done.record(p.arrival_ns, first, end);
+        done.record(p.arrival_ns, p.called_ns, first, end);
         outstanding.pop_front();
     }
 }
@@ -201,6 +207,7 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
             Completed {
                 latencies_ms,
                 submit_delay_ms,
+                doorbell_ms,
                 node_wait_ms,
             },
         incomplete,
@@ -226,6 +233,7 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         requests,
         latencies_ms,
         submit_delay_ms,
+        doorbell_ms,
         node_wait_ms,
         p50_ms,
         p99_ms,
@@ -305,6 +313,7 @@ fn chained(
         }
         outstanding.push_back(Pending {
             arrival_ns: next_arrival,
+            called_ns: submitted_ns,
             first_index: first,
             first: None,
             last_index: first + u64::from(args.chain) - 1,
@@ -338,8 +347,9 @@ struct Serving {
     id: u64,
     /// Dispatches it has left to submit.
     left: u32,
-    /// The ring index of its first dispatch, once submitted.
-    first: Option<u64>,
+    /// The ring index of its first dispatch, once submitted, and when this
+    /// process called to submit it.
+    first: Option<(u64, u64)>,
     /// The ring index of its dispatch on the node, if one is.
     on_node: Option<u64>,
 }
@@ -382,8 +392,8 @@ fn sequenced(
                 if c.left == 0 {
                     // The first dispatch's slot is still intact: one request
                     // is on the ring at a time.
-                    let first = ring.times(c.first.unwrap_or(index));
-                    done.record(c.arrival, first, ended);
+                    let (first_index, called) = c.first.unwrap_or((index, now));
+                    done.record(c.arrival, called, ring.times(first_index), ended);
                     current = None;
                     free_since = now;
                 } else {
@@ -408,9 +418,10 @@ fn sequenced(
         }
         if let Some(c) = current.as_mut().filter(|c| c.on_node.is_none()) {
             if now >= not_before {
+                let called = now_ns();
                 let index = ring.submit(&[(work, c.id)])?;
                 c.left -= 1;
-                c.first.get_or_insert(index);
+                c.first.get_or_insert((index, called));
                 c.on_node = Some(index);
                 continue;
             }
@@ -452,11 +463,12 @@ mod tests {
             end_ns: 9_000_000,
             tag: 0,
         };
-        // Arrived at 1 ms, seen by the node at 3 ms, ran from 7.5 ms, the
-        // last dispatch ended at 20 ms.
-        done.record(1_000_000, first, 20_000_000);
+        // Arrived at 1 ms, submitted from 2.5 ms, seen by the node at 3 ms,
+        // ran from 7.5 ms, the last dispatch ended at 20 ms.
+        done.record(1_000_000, 2_500_000, first, 20_000_000);
         assert_eq!(done.latencies_ms, [19.0]);
         assert_eq!(done.submit_delay_ms, [2.0]);
+        assert_eq!(done.doorbell_ms, [0.5]);
         assert_eq!(done.node_wait_ms, [4.5]);
     }
 }

@@ -82,6 +82,7 @@ mod tests {
             requests: 0,
             latencies_ms: vec![],
             submit_delay_ms: vec![],
+            doorbell_ms: vec![],
             node_wait_ms: vec![],
             p50_ms: 0.0,
             p99_ms: 0.0,

@@ -21,6 +21,13 @@ pub struct LcResult {
     /// before it in a sequenced run), ms.
     #[serde(default)]
     pub submit_delay_ms: Vec<f64>,
+    /// Of each completed request, the part of `submit_delay_ms` from this
+    /// process's call to submit to the node seeing the first dispatch: the
+    /// packets' writing and the doorbell's ioctl (with any wait for the
+    /// simulated node's lock). The rest is this process woken late, or a
+    /// full ring, or the request before it in a sequenced run, ms.
+    #[serde(default)]
+    pub doorbell_ms: Vec<f64>,
     /// Of each completed request, how long its first dispatch waited on
     /// the node before it ran: behind other LC work, or behind BE work
     /// until BE was preempted, ms.
