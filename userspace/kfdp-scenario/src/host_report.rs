@@ -283,11 +283,18 @@ fn judge_lc_node(
 /// it spent in the doorbell's call (the rest is the tenant woken late),
 /// tell a host that stalled a tenant from a lock that did.
 fn start_breakdown(node: u32, alone: &LcResult, together: &LcResult, daemon: &LcResult) -> String {
+    // Results written before a figure existed have none: "n/a", not 0.
     let pair = |v: &[f64]| {
+        if v.is_empty() {
+            return "n/a".to_owned();
+        }
         let (p50, p99, _) = tail(v);
         format!("{p50:.2}/{p99:.2}")
     };
     let longest = |v: &[f64]| {
+        if v.is_empty() {
+            return "n/a".to_owned();
+        }
         let max = v.iter().copied().fold(0.0, f64::max);
         format!("{max:.2}")
     };
@@ -687,27 +694,42 @@ mod tests {
 
     #[test]
     fn a_submission_splits_into_the_late_wakeup_and_the_doorbells_call() {
-        let run = |submit: [f64; 2], doorbell: [f64; 2]| -> LcResult {
+        // 101 requests: the P99 (nearest rank) is the second longest.
+        let run = |submit: (f64, f64, f64), doorbell: (f64, f64, f64)| -> LcResult {
+            let spread = |(usual, second, longest): (f64, f64, f64)| {
+                let mut v = vec![usual; 99];
+                v.extend([longest, second]);
+                v
+            };
             serde_json::from_value(json!({
-                "role": "lc", "requests": 2, "latencies_ms": [20.0, 60.0],
-                "submit_delay_ms": submit, "doorbell_ms": doorbell,
-                "node_wait_ms": [0.0, 1.5], "p50_ms": 20.0, "p99_ms": 60.0,
-                "p999_ms": 60.0, "work_ms_per_request": 15.0, "duration_s": 1.0,
+                "role": "lc", "requests": 101, "latencies_ms": [20.0],
+                "submit_delay_ms": spread(submit), "doorbell_ms": spread(doorbell),
+                "node_wait_ms": [0.0, 1.5], "p50_ms": 20.0, "p99_ms": 20.0,
+                "p999_ms": 20.0, "work_ms_per_request": 15.0, "duration_s": 1.0,
                 "rate": 2.0,
             }))
             .unwrap()
         };
-        let alone = run([0.25, 0.5], [0.125, 0.25]);
+        let alone = run((0.25, 1.0, 2.0), (0.03, 0.25, 0.5));
+        let together = run((0.5, 3.0, 9.0), (0.04, 0.5, 1.0));
         // Under the daemon one submission took 48 ms, 40 of them in the
         // doorbell's call: a lock, not a late wakeup.
-        let daemon = run([0.5, 48.0], [0.25, 40.0]);
-        let line = start_breakdown(1, &alone, &alone, &daemon);
+        let daemon = run((0.75, 5.0, 48.0), (0.05, 1.0, 40.0));
+        let line = start_breakdown(1, &alone, &together, &daemon);
         assert!(
-            line.contains("submission 0.25/0.50 -> 0.25/0.50 -> 0.50/48.00")
-                && line.contains("(longest 0.50 -> 0.50 -> 48.00;")
-                && line.contains("doorbell's call 0.12/0.25 -> 0.12/0.25 -> 0.25/40.00")
-                && line.contains("longest 0.25 -> 0.25 -> 40.00)")
+            line.contains("submission 0.25/1.00 -> 0.50/3.00 -> 0.75/5.00")
+                && line.contains("(longest 2.00 -> 9.00 -> 48.00;")
+                && line.contains("doorbell's call 0.03/0.25 -> 0.04/0.50 -> 0.05/1.00")
+                && line.contains("longest 0.50 -> 1.00 -> 40.00)")
                 && line.ends_with("node wait 0.00/1.50 -> 0.00/1.50"),
+            "{line}"
+        );
+        // Results from before the split have no doorbell figures.
+        let mut old = daemon.clone();
+        old.doorbell_ms.clear();
+        let line = start_breakdown(1, &alone, &together, &old);
+        assert!(
+            line.contains("0.03/0.25 -> 0.04/0.50 -> n/a") && line.contains("1.00 -> n/a)"),
             "{line}"
         );
     }

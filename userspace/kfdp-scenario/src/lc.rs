@@ -99,10 +99,10 @@ struct Completed {
 }
 
 impl Completed {
-    /// Records a request that arrived at `arrival_ns`, whose first dispatch
-    /// this process called to submit at `called_ns`, is `first` and whose
-    /// last one ended at `end_ns`, all on the node's clock
-    /// (CLOCK_MONOTONIC).
+    /// Records a request that arrived at `arrival_ns` and ended at `end_ns`
+    /// (its last dispatch's end); its first dispatch, whose times are
+    /// `first`, this process called to submit at `called_ns`. All on the
+    /// node's clock (CLOCK_MONOTONIC).
     fn record(&mut self, arrival_ns: u64, called_ns: u64, first: PacketTimes, end_ns: u64) {
         let ms = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e6;
         self.latencies_ms.push(ms(arrival_ns, end_ns));
@@ -392,8 +392,10 @@ fn sequenced(
                 if c.left == 0 {
                     // The first dispatch's slot is still intact: one request
                     // is on the ring at a time.
-                    let (first_index, called) = c.first.unwrap_or((index, now));
-                    done.record(c.arrival, called, ring.times(first_index), ended);
+                    // Always set: the submit that set `on_node` set it.
+                    if let Some((first_index, called)) = c.first {
+                        done.record(c.arrival, called, ring.times(first_index), ended);
+                    }
                     current = None;
                     free_since = now;
                 } else {
