@@ -55,7 +55,7 @@ use serde_json::{json, Value};
 use crate::{
     report::Criterion,
     results::{read_be, read_lc, BeResult, LcResult},
-    stats::tail,
+    stats::{percentile, tail},
     Result,
 };
 
@@ -284,20 +284,12 @@ fn judge_lc_node(
 /// tell a host that stalled a tenant from a lock that did.
 fn start_breakdown(node: u32, alone: &LcResult, together: &LcResult, daemon: &LcResult) -> String {
     // Results written before a figure existed have none: "n/a", not 0.
-    let pair = |v: &[f64]| {
-        if v.is_empty() {
-            return "n/a".to_owned();
-        }
-        let (p50, p99, _) = tail(v);
-        format!("{p50:.2}/{p99:.2}")
+    let pair = |v: &[f64]| match (percentile(v, 0.50), percentile(v, 0.99)) {
+        (Some(p50), Some(p99)) => format!("{p50:.2}/{p99:.2}"),
+        _ => "n/a".to_owned(),
     };
-    let longest = |v: &[f64]| {
-        if v.is_empty() {
-            return "n/a".to_owned();
-        }
-        let max = v.iter().copied().fold(0.0, f64::max);
-        format!("{max:.2}")
-    };
+    let longest =
+        |v: &[f64]| percentile(v, 1.0).map_or_else(|| "n/a".to_owned(), |max| format!("{max:.2}"));
     let modes = [alone, together, daemon];
     let across = |f: &dyn Fn(&LcResult) -> String| {
         modes.iter().map(|r| f(r)).collect::<Vec<_>>().join(" -> ")
