@@ -3,7 +3,7 @@
 use std::{
     fs::{File, OpenOptions},
     io,
-    os::fd::{AsFd, BorrowedFd},
+    os::fd::{AsFd, BorrowedFd, OwnedFd},
     path::Path,
     time::Duration,
 };
@@ -257,6 +257,11 @@ impl Device {
     /// closes the copy. If the copy is refused and the module has attach by
     /// pid enabled ([`Caps::PID`]), that is used instead.
     ///
+    /// A process holding several KFD descriptors (a forked child holds its
+    /// parent's too) is attached through the one it opened itself. One that
+    /// holds only its parent's attaches the parent: [`Target::tgid`] then
+    /// differs from `pid`.
+    ///
     /// ```no_run
     /// let dev = kfd_preempt::Device::open()?;
     /// let tenant = dev.attach(4242)?;
@@ -264,8 +269,8 @@ impl Device {
     /// # Ok::<(), kfd_preempt::Error>(())
     /// ```
     pub fn attach(&self, pid: i32) -> Result<Target<'_>, Error> {
-        match locate::take_kfd_fd(pid) {
-            Ok((fd, kind)) => self.attach_fd(fd.as_fd(), kind),
+        match locate::take_kfd_fds(pid) {
+            Ok(copies) => self.attach_own(pid, &copies),
             Err(e @ (Error::PtraceDenied { .. } | Error::NotAKfdProcess { .. })) => {
                 if self.info().is_ok_and(|i| i.caps.has(Caps::PID)) {
                     self.attach_by_pid(pid)
@@ -275,6 +280,35 @@ impl Device {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Attaches, of the KFD descriptors `copies` taken from `pid` (lowest fd
+    /// first), the one `pid` opened itself. A forked child also holds its
+    /// parent's, which names the parent's KFD process: a child that set up
+    /// the GPU itself holds both, the inherited one usually lower. With one
+    /// descriptor it is attached, whoever it names (the target's tgid says
+    /// whom). With several, each is attached first on a scratch file of the
+    /// device to learn its tgid: attached here, one naming a process this
+    /// owner holds already would return that attachment's handle, which
+    /// the [`Target`]'s drop would detach.
+    fn attach_own(&self, pid: i32, copies: &[(OwnedFd, TargetKind)]) -> Result<Target<'_>, Error> {
+        let Some((lowest, lowest_kind)) = copies.first() else {
+            return Err(Error::NotAKfdProcess { pid });
+        };
+        if copies.len() > 1 {
+            use std::os::fd::AsRawFd;
+            // The same device opened anew: another owner, closed below.
+            let scratch = Device::open_path(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
+            for (fd, kind) in copies {
+                if scratch
+                    .attach_fd(fd.as_fd(), *kind)
+                    .is_ok_and(|t| t.tgid() == pid)
+                {
+                    return self.attach_fd(fd.as_fd(), *kind);
+                }
+            }
+        }
+        self.attach_fd(lowest.as_fd(), *lowest_kind)
     }
 
     /// Attaches the process whose KFD file `fd` is (a descriptor taken from

@@ -25,6 +25,16 @@ fn io_errno(e: &io::Error) -> Errno {
 /// The lowest fd number of `pid` open on a KFD device, from its
 /// `/proc/PID/fd` links.
 pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKind), Error> {
+    find_kfd_fds(proc_fd_dir, pid)?
+        .first()
+        .copied()
+        .ok_or(Error::NotAKfdProcess { pid })
+}
+
+/// Every fd number of `pid` open on a KFD device, lowest first; never
+/// empty. A process holds several after `fork(2)` (the inherited one
+/// names its parent's KFD process) or when a profiler opened its own.
+pub(crate) fn find_kfd_fds(proc_fd_dir: &Path, pid: i32) -> Result<Vec<(i32, TargetKind)>, Error> {
     let dir = fs::read_dir(proc_fd_dir).map_err(|e| match io_errno(&e) {
         Errno::NOENT => Error::NoSuchProcess { pid },
         errno @ (Errno::PERM | Errno::ACCESS) => Error::PtraceDenied { pid, errno },
@@ -33,7 +43,7 @@ pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKi
             errno,
         },
     })?;
-    let mut best: Option<(i32, TargetKind)> = None;
+    let mut found: Vec<(i32, TargetKind)> = Vec::new();
     for entry in dir.flatten() {
         let Some(fd) = entry
             .file_name()
@@ -47,12 +57,14 @@ pub(crate) fn find_kfd_fd(proc_fd_dir: &Path, pid: i32) -> Result<(i32, TargetKi
             continue;
         };
         if let Some(kind) = kind_of(&link) {
-            if best.is_none_or(|(b, _)| fd < b) {
-                best = Some((fd, kind));
-            }
+            found.push((fd, kind));
         }
     }
-    best.ok_or(Error::NotAKfdProcess { pid })
+    if found.is_empty() {
+        return Err(Error::NotAKfdProcess { pid });
+    }
+    found.sort_unstable_by_key(|(fd, _)| *fd);
+    Ok(found)
 }
 
 /// Every process with a KFD device open: `/dev/kfd`
@@ -94,10 +106,10 @@ pub(crate) fn scan_processes(proc_dir: &Path) -> Result<Vec<(i32, TargetKind)>, 
     Ok(found)
 }
 
-/// A copy of `pid`'s KFD descriptor, taken with `pidfd_getfd(2)`. The
-/// caller attaches it and drops it right away: a copy keeps an exited
-/// tenant's memory alive.
-pub(crate) fn take_kfd_fd(pid: i32) -> Result<(OwnedFd, TargetKind), Error> {
+/// Copies of `pid`'s KFD descriptors, lowest fd first, taken with
+/// `pidfd_getfd(2)`; never empty. The caller attaches one and drops them
+/// right away: a copy keeps an exited tenant's memory alive.
+pub(crate) fn take_kfd_fds(pid: i32) -> Result<Vec<(OwnedFd, TargetKind)>, Error> {
     let Some(p) = Pid::from_raw(pid).filter(|_| pid > 0) else {
         return Err(Error::InvalidArgument("a pid is a positive number"));
     };
@@ -110,18 +122,28 @@ pub(crate) fn take_kfd_fd(pid: i32) -> Result<(OwnedFd, TargetKind), Error> {
             errno,
         },
     })?;
-    let (fd, kind) = find_kfd_fd(Path::new(&format!("/proc/{pid}/fd")), pid)?;
-    let copy = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()).map_err(|errno| match errno {
-        Errno::PERM | Errno::ACCESS => Error::PtraceDenied { pid, errno },
-        Errno::SRCH => Error::NoSuchProcess { pid },
-        // The descriptor was closed after it was found.
-        Errno::BADF => Error::NotAKfdProcess { pid },
-        errno => Error::Os {
-            operation: "pidfd_getfd",
-            errno,
-        },
-    })?;
-    Ok((copy, kind))
+    let mut copies = Vec::new();
+    for (fd, kind) in find_kfd_fds(Path::new(&format!("/proc/{pid}/fd")), pid)? {
+        match pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()) {
+            Ok(copy) => copies.push((copy, kind)),
+            // The descriptor was closed after it was found.
+            Err(Errno::BADF) => {}
+            Err(errno @ (Errno::PERM | Errno::ACCESS)) => {
+                return Err(Error::PtraceDenied { pid, errno })
+            }
+            Err(Errno::SRCH) => return Err(Error::NoSuchProcess { pid }),
+            Err(errno) => {
+                return Err(Error::Os {
+                    operation: "pidfd_getfd",
+                    errno,
+                })
+            }
+        }
+    }
+    if copies.is_empty() {
+        return Err(Error::NotAKfdProcess { pid });
+    }
+    Ok(copies)
 }
 
 #[cfg(test)]
@@ -167,6 +189,17 @@ mod tests {
     }
 
     #[test]
+    fn lists_every_kfd_fd_lowest_first() {
+        // A forked worker: the inherited /dev/kfd (3) and its own (11).
+        let dir = fake_fd_dir(&[("11", "/dev/kfd"), ("0", "/dev/null"), ("3", "/dev/kfd")]);
+        assert_eq!(
+            find_kfd_fds(&dir, 1),
+            Ok(vec![(3, TargetKind::KfdFd), (11, TargetKind::KfdFd)])
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_process_without_kfd_is_reported_as_such() {
         let dir = fake_fd_dir(&[("0", "/dev/null"), ("1", "pipe:[5]")]);
         assert_eq!(
@@ -183,7 +216,7 @@ mod tests {
             Err(Error::NoSuchProcess { pid: 7 })
         );
         assert_eq!(
-            take_kfd_fd(0).unwrap_err(),
+            take_kfd_fds(0).unwrap_err(),
             Error::InvalidArgument("a pid is a positive number")
         );
     }
@@ -229,6 +262,9 @@ mod tests {
     fn this_process_has_no_kfd_fd() {
         // A real pidfd_open + /proc scan: the test runner has no /dev/kfd.
         let pid = std::process::id() as i32;
-        assert_eq!(take_kfd_fd(pid).unwrap_err(), Error::NotAKfdProcess { pid });
+        assert_eq!(
+            take_kfd_fds(pid).unwrap_err(),
+            Error::NotAKfdProcess { pid }
+        );
     }
 }

@@ -131,7 +131,8 @@ impl SimTenant {
     /// # Ok::<(), kfd_preempt::Error>(())
     /// ```
     pub fn of_pid(pid: i32) -> Result<Self, Error> {
-        match crate::locate::take_kfd_fd(pid)? {
+        let lowest = crate::locate::take_kfd_fds(pid)?.into_iter().next();
+        match lowest.ok_or(Error::NotAKfdProcess { pid })? {
             (fd, crate::TargetKind::SimFd) => Ok(SimTenant {
                 file: File::from(fd),
             }),

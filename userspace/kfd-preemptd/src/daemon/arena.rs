@@ -2,7 +2,7 @@
 //! lower level's compute queues on that node.
 
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     time::Duration,
 };
 
@@ -29,6 +29,8 @@ pub(super) struct Arena<B: Backend> {
     /// The lower levels' compute queues on the node (main-file handles):
     /// what a preemption names.
     pub lower: Vec<QueueRef>,
+    /// The ring of each of `lower`: which queue the id named.
+    pub lower_rings: HashMap<QueueRef, u64>,
     /// The kernel timestamp of the last busy edge, for the log.
     pub last_edge: Option<Duration>,
     /// When the daemon woke to it, and when its SAMPLE returned.
@@ -46,6 +48,7 @@ impl<B: Backend> Arena<B> {
             watcher: None,
             members: BTreeMap::new(),
             lower: Vec::new(),
+            lower_rings: HashMap::new(),
             last_edge: None,
             woke_at: None,
             phases: ReactionPhases::default(),

@@ -21,8 +21,8 @@ pub trait Backend: Sized {
     fn open_watcher(&self) -> Result<Self, kfd_preempt::Error>;
     /// The processes with a KFD device open ([`kfd_preempt::kfd_processes`]).
     fn processes(&self) -> Result<Vec<(i32, TargetKind)>, kfd_preempt::Error>;
-    /// Attaches `pid`: its handle and number of GPUs.
-    fn attach(&self, pid: i32) -> Result<(Handle, u32), kfd_preempt::Error>;
+    /// Attaches `pid` ([`kfd_preempt::Device::attach`]).
+    fn attach(&self, pid: i32) -> Result<Attached, kfd_preempt::Error>;
     /// Detaches (resuming whatever this owner held of it).
     fn detach(&self, handle: Handle) -> Result<(), kfd_preempt::Error>;
     /// Lists the target's queues on every node.
@@ -50,6 +50,19 @@ pub trait Backend: Sized {
     ) -> Result<(), kfd_preempt::Error>;
     /// ARM off.
     fn disarm(&self) -> Result<(), kfd_preempt::Error>;
+}
+
+/// What an ATTACH of a pid gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attached {
+    /// The attachment; shared with an earlier ATTACH of the same KFD
+    /// process through this file.
+    pub handle: Handle,
+    /// The target's GPU nodes.
+    pub gpus: u32,
+    /// The KFD process attached, by its tgid: another than the pid when
+    /// the pid holds only a descriptor it inherited (a forked child).
+    pub tgid: i32,
 }
 
 /// The device opened at a path, which watcher files open again.
@@ -80,10 +93,14 @@ impl Backend for ModuleFile {
     fn processes(&self) -> Result<Vec<(i32, TargetKind)>, kfd_preempt::Error> {
         kfd_preempt::kfd_processes()
     }
-    fn attach(&self, pid: i32) -> Result<(Handle, u32), kfd_preempt::Error> {
+    fn attach(&self, pid: i32) -> Result<Attached, kfd_preempt::Error> {
         let t = self.dev.attach(pid)?;
-        let gpus = t.num_gpus();
-        Ok((t.into_handle(), gpus))
+        let (gpus, tgid) = (t.num_gpus(), t.tgid());
+        Ok(Attached {
+            handle: t.into_handle(),
+            gpus,
+            tgid,
+        })
     }
     fn detach(&self, handle: Handle) -> Result<(), kfd_preempt::Error> {
         self.dev.detach(handle)

@@ -34,7 +34,7 @@ mod tests;
 mod watcher;
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     fmt,
     os::fd::BorrowedFd,
     path::PathBuf,
@@ -55,13 +55,13 @@ use self::reporter::{Outputs, Reporter, Sink};
 pub use self::{
     actions::PreemptSummary,
     arena::ArenaKey,
-    backend::{Backend, ModuleFile},
+    backend::{Attached, Backend, ModuleFile},
     lister::Lister,
     watcher::{confirm, ArmState, Confirmation},
 };
 use crate::{
     config::Config,
-    discover::Discovery,
+    discover::{Candidate, Discovery},
     log::{Level, Logger},
     log_writer::LogWriter,
     metrics::MetricsServer,
@@ -70,6 +70,11 @@ use crate::{
 
 /// How often the statistics file is rewritten.
 const STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often a process that holds only an inherited KFD descriptor is
+/// attached again, to find out whether it opened one of its own: one
+/// ATTACH (and DETACH) each, on the main loop, so not at every scan.
+const INHERITED_RECHECK: Duration = Duration::from_secs(1);
 
 /// A failure that stops the daemon, with what it was doing.
 #[derive(Debug)]
@@ -124,6 +129,9 @@ struct Tenant {
     rank: usize,
     /// Its compute queues on every node (main-file handles).
     queues: Vec<QueueRef>,
+    /// Which queue each of `queues` is: its ring's address. amdkfd gives a
+    /// new queue the lowest free id, so an id comes back with another ring.
+    rings: HashMap<QueueRef, u64>,
 }
 
 /// The daemon's state.
@@ -134,7 +142,14 @@ pub struct Daemon<'c, B: Backend> {
     log: Logger,
     pcfg: PolicyConfig,
     discovery: Discovery,
+    /// By the tgid ATTACH returned, which is the pid discovery found.
     tenants: BTreeMap<i32, Tenant>,
+    /// Pids that hold only a KFD descriptor they inherited (forked children:
+    /// it names the parent's KFD process), with what discovery found; tried
+    /// again every [`INHERITED_RECHECK`], for when one opens its own.
+    inherited: BTreeMap<i32, Candidate>,
+    /// When `inherited` is tried again.
+    inherited_recheck_at: Duration,
     /// Pids whose attach failed for a lasting reason: not retried until
     /// they exit.
     refused: HashSet<i32>,
@@ -197,6 +212,8 @@ impl<'c, B: Backend> Daemon<'c, B> {
             pcfg,
             discovery,
             tenants: BTreeMap::new(),
+            inherited: BTreeMap::new(),
+            inherited_recheck_at: now,
             refused: HashSet::new(),
             arenas: BTreeMap::new(),
             retry_delay,

@@ -1,7 +1,7 @@
 //! Tenants and their queues: discovery's results attached, their queues
 //! re-queried at each scan, and every decision brought in line with them.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kfd_preempt::QueueRef;
 use serde_json::json;
@@ -13,7 +13,7 @@ use super::{
     monotonic,
     watcher::Watcher,
     watcher::{key_of, QueueKey},
-    ArenaKey, Backend, Daemon, Tenant,
+    ArenaKey, Attached, Backend, Daemon, Tenant,
 };
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
 
@@ -35,11 +35,13 @@ impl<B: Backend> Daemon<'_, B> {
         };
         for pid in &result.gone {
             self.refused.remove(pid);
+            self.inherited.remove(pid);
             self.tenants_remove(*pid, "exited");
         }
         for c in result.added {
             self.add_tenant(c);
         }
+        self.recheck_inherited();
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
         let mut exited = Vec::new();
         for pid in pids {
@@ -86,9 +88,11 @@ impl<B: Backend> Daemon<'_, B> {
         if self.refused.contains(&pid) {
             return;
         }
-        let class_name = c.class.unwrap_or_default();
+        let class_name = c.class.clone().unwrap_or_default();
         match self.dev.attach(pid) {
-            Ok((handle, gpus)) => {
+            Ok(a) if a.tgid != pid => self.add_inherited(c, a),
+            Ok(Attached { handle, gpus, .. }) => {
+                self.inherited.remove(&pid);
                 self.log.log(
                     Level::Info,
                     "attach",
@@ -109,6 +113,7 @@ impl<B: Backend> Daemon<'_, B> {
                         class_name,
                         rank,
                         queues: Vec::new(),
+                        rings: HashMap::new(),
                     },
                 );
             }
@@ -135,6 +140,42 @@ impl<B: Backend> Daemon<'_, B> {
                     ],
                 );
             }
+        }
+    }
+
+    /// `c` holds only a KFD descriptor it inherited, which attached the KFD
+    /// process `a.tgid` (its parent's): the child is no tenant. Were it
+    /// one, its exit would DETACH the parent's attachment, which is the
+    /// same handle when the parent is a tenant, and leave the parent
+    /// running unwatched. The handle is kept if a tenant has it, else
+    /// detached; the parent is found through its own descriptor.
+    fn add_inherited(&mut self, c: Candidate, a: Attached) {
+        let pid = c.info.pid;
+        if !self.tenants.values().any(|t| t.handle == a.handle) {
+            let _ = self.dev.detach(a.handle);
+        }
+        if self.inherited.insert(pid, c).is_none() {
+            self.log.log(
+                Level::Info,
+                "inherited",
+                &[("pid", json!(pid)), ("kfd_process", json!(a.tgid))],
+            );
+        }
+    }
+
+    /// Attaches again, at most every [`super::INHERITED_RECHECK`], the
+    /// processes that held only an inherited descriptor: one that opened
+    /// `/dev/kfd` itself since (a DataLoader worker that runs HIP) becomes
+    /// a tenant.
+    fn recheck_inherited(&mut self) {
+        let now = monotonic();
+        if self.inherited.is_empty() || now < self.inherited_recheck_at {
+            return;
+        }
+        self.inherited_recheck_at = now + super::INHERITED_RECHECK;
+        let again: Vec<Candidate> = self.inherited.values().cloned().collect();
+        for c in again {
+            self.add_tenant(c);
         }
     }
 
@@ -181,13 +222,14 @@ impl<B: Backend> Daemon<'_, B> {
         };
         match self.dev.query(t.handle) {
             Ok(queues) => {
-                let compute: Vec<QueueRef> = queues
-                    .iter()
-                    .filter(|q| is_compute(q.queue_type))
-                    .map(|q| q.queue_ref())
-                    .collect();
+                let compute: Vec<&kfd_preempt::QueueInfo> =
+                    queues.iter().filter(|q| is_compute(q.queue_type)).collect();
                 if let Some(t) = self.tenants.get_mut(&pid) {
-                    t.queues = compute;
+                    t.queues = compute.iter().map(|q| q.queue_ref()).collect();
+                    t.rings = compute
+                        .iter()
+                        .map(|q| (q.queue_ref(), q.ring_base_address))
+                        .collect();
                 }
                 true
             }
@@ -207,20 +249,21 @@ impl<B: Backend> Daemon<'_, B> {
     pub(super) fn sync_decisions(&mut self) {
         // Each level's queues per node, and every level's queues per node.
         let mut watched: BTreeMap<ArenaKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
-        let mut on_node: BTreeMap<u32, Vec<(i32, usize, QueueRef)>> = BTreeMap::new();
+        let mut on_node: BTreeMap<u32, Vec<(i32, usize, QueueRef, u64)>> = BTreeMap::new();
         for (pid, t) in &self.tenants {
             for q in &t.queues {
+                let ring = t.rings.get(q).copied().unwrap_or(0);
                 on_node
                     .entry(q.gpu_id)
                     .or_default()
-                    .push((*pid, t.rank, *q));
+                    .push((*pid, t.rank, *q, ring));
                 if t.rank > 0 {
                     watched
                         .entry((q.gpu_id, t.rank))
                         .or_default()
                         .entry(*pid)
                         .or_default()
-                        .push(key_of(q));
+                        .push(key_of(q, ring));
                 }
             }
         }
@@ -283,21 +326,24 @@ impl<B: Backend> Daemon<'_, B> {
                 }
             }
             // A lower tenant with a queue the decision did not name before
-            // (a queue replaced by another, the count unchanged) is news
-            // to the policy too: while held, the new queue must be taken.
-            let before: HashSet<QueueRef> = arena.lower.iter().copied().collect();
+            // (a queue replaced by another, the count unchanged, or its id
+            // given to a new queue at another ring) is news to the policy
+            // too: while held, the new queue must be taken.
             let mut renamed: BTreeSet<i32> = BTreeSet::new();
             let mut lower = Vec::new();
-            for (pid, r, q) in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
+            let mut lower_rings = HashMap::new();
+            for (pid, r, q, ring) in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
                 if *r < rank {
                     lower.push(*q);
+                    lower_rings.insert(*q, *ring);
                     members.entry(*pid).or_insert((Class::BestEffort, 0)).1 += 1;
-                    if !before.contains(q) {
+                    if arena.lower_rings.get(q) != Some(ring) {
                         renamed.insert(*pid);
                     }
                 }
             }
             arena.lower = lower;
+            arena.lower_rings = lower_rings;
             for e in arena.membership_events(members, &renamed) {
                 events.push((key, now, e));
             }

@@ -177,6 +177,11 @@ struct State {
     refuse_attach: HashSet<i32>,
     /// Each tenant's queues: node, id, type.
     queues: HashMap<i32, Vec<(u32, u32, QueueType)>>,
+    /// Ring addresses of queues (tenant, node, id); 0 if not given.
+    rings: HashMap<(i32, u32, u32), u64>,
+    /// Forked children holding only their parent's KFD descriptor, with
+    /// the parent: attaching one attaches the parent.
+    inherited: HashMap<i32, i32>,
     files: usize,
     watched: HashMap<usize, Vec<QueueRef>>,
     /// Nodes whose watched queues have work.
@@ -281,7 +286,7 @@ impl Backend for Fake {
     fn processes(&self) -> Result<Vec<(i32, TargetKind)>, kfd_preempt::Error> {
         Ok(self.s.borrow().processes.clone())
     }
-    fn attach(&self, pid: i32) -> Result<(Handle, u32), kfd_preempt::Error> {
+    fn attach(&self, pid: i32) -> Result<Attached, kfd_preempt::Error> {
         self.push(Call::Attach(pid));
         let s = self.s.borrow();
         if s.refuse_attach.contains(&pid) {
@@ -290,10 +295,17 @@ impl Backend for Fake {
                 errno: Errno::PERM,
             });
         }
-        if !s.queues.contains_key(&pid) {
+        // As the module: the descriptor names the process that opened it,
+        // and the same process attached twice is one handle.
+        let tgid = s.inherited.get(&pid).copied().unwrap_or(pid);
+        if !s.queues.contains_key(&tgid) {
             return Err(kfd_preempt::Error::NotAKfdProcess { pid });
         }
-        Ok((handle(self.file, pid), 1))
+        Ok(Attached {
+            handle: handle(self.file, tgid),
+            gpus: 1,
+            tgid,
+        })
     }
     fn detach(&self, h: Handle) -> Result<(), kfd_preempt::Error> {
         self.push(Call::Detach(h));
@@ -312,7 +324,10 @@ impl Backend for Fake {
             .get(&pid)
             .map(|qs| {
                 qs.iter()
-                    .map(|(gpu, id, ty)| qinfo(h, *gpu, *id, *ty))
+                    .map(|(gpu, id, ty)| QueueInfo {
+                        ring_base_address: s.rings.get(&(pid, *gpu, *id)).copied().unwrap_or(0),
+                        ..qinfo(h, *gpu, *id, *ty)
+                    })
                     .collect()
             })
             .unwrap_or_default())
@@ -1228,4 +1243,129 @@ fn a_transient_watcher_attach_failure_is_retried_a_refusal_is_not() {
         pid: 1,
         errno: Errno::PERM
     }));
+}
+
+/// A forked worker of BE (a DataLoader worker) that holds only BE's
+/// inherited descriptor, as its parent's class.
+const WORKER: i32 = 70;
+
+fn fork_worker(p: &FakeProc, fake: &Fake, pid: i32, parent: i32) {
+    p.add(
+        pid,
+        9,
+        1000,
+        "pt_data_worker",
+        "/usr/bin/python3",
+        "/user.slice",
+        &["KFD_PREEMPT_CLASS=training"],
+    );
+    let mut s = fake.s.borrow_mut();
+    s.processes.push((pid, TargetKind::KfdFd));
+    s.inherited.insert(pid, parent);
+}
+
+fn exit_process(p: &FakeProc, fake: &Fake, pid: i32) {
+    p.remove(pid);
+    let mut s = fake.s.borrow_mut();
+    s.processes.retain(|(x, _)| *x != pid);
+    s.inherited.remove(&pid);
+}
+
+#[test]
+fn a_forked_worker_is_no_tenant_and_its_exit_keeps_its_parent() {
+    let (p, fake, cfg) = world("worker-exit");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fork_worker(&p, &fake, WORKER, BE);
+    d.scan();
+    // The worker's ATTACH gave BE's handle: kept, and no tenant made of it.
+    assert!(d.tenants.contains_key(&BE) && !d.tenants.contains_key(&WORKER));
+    assert!(!fake.main_calls().contains(&Call::Detach(handle(0, BE))));
+    exit_process(&p, &fake, WORKER);
+    d.scan();
+    assert!(!fake.main_calls().contains(&Call::Detach(handle(0, BE))));
+    assert!(d.tenants.contains_key(&BE));
+    // And BE is still preempted when LC has work.
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    assert_eq!(fake.main_calls(), vec![Call::Preempt(be_refs(), LEASE)]);
+}
+
+#[test]
+fn a_worker_seen_before_its_parent_leaves_no_attachment() {
+    let (p, fake, cfg) = world("worker-first");
+    // BE is not listed (say it closed its own descriptor): only the worker
+    // names its KFD process.
+    fake.s.borrow_mut().processes.retain(|(x, _)| *x != BE);
+    fork_worker(&p, &fake, WORKER, BE);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    assert!(!d.tenants.contains_key(&WORKER) && !d.tenants.contains_key(&BE));
+    assert!(fake.main_calls().contains(&Call::Detach(handle(0, BE))));
+}
+
+#[test]
+fn a_worker_that_opens_its_own_kfd_becomes_a_tenant() {
+    let (p, fake, cfg) = world("worker-own");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fork_worker(&p, &fake, WORKER, BE);
+    d.scan();
+    assert!(!d.tenants.contains_key(&WORKER));
+    // It runs HIP itself now: a KFD process of its own, with a queue.
+    {
+        let mut s = fake.s.borrow_mut();
+        s.inherited.remove(&WORKER);
+        s.queues.insert(WORKER, vec![(A, 0, QueueType::ComputeAql)]);
+    }
+    d.inherited_recheck_at = Duration::ZERO;
+    d.scan();
+    assert!(d.tenants.contains_key(&WORKER) && d.tenants.contains_key(&BE));
+    assert_eq!(d.tenants[&WORKER].queues, vec![mq(WORKER, A, 0)]);
+}
+
+#[test]
+fn an_lc_queue_recreated_at_another_ring_is_watched_anew() {
+    let (p, fake, cfg) = world("lc-ring");
+    fake.s.borrow_mut().rings.insert((LC, A, 0), 0x1000);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    let watches = |calls: Vec<(usize, Call)>| -> Vec<Call> {
+        calls
+            .into_iter()
+            .filter(|(f, c)| *f != 0 && matches!(c, Call::Watch(_)))
+            .map(|(_, c)| c)
+            .collect()
+    };
+    assert_eq!(
+        watches(fake.calls()),
+        vec![Call::Watch(vec![fq(1, LC, A, 0)])]
+    );
+    // Destroyed and created again: the same id, another ring.
+    fake.s.borrow_mut().rings.insert((LC, A, 0), 0x9000);
+    d.scan();
+    assert_eq!(
+        watches(fake.calls()),
+        vec![Call::Watch(vec![fq(1, LC, A, 0)])]
+    );
+    assert_eq!(fake.s.borrow().watched[&1], vec![fq(1, LC, A, 0)]);
+    // Nothing changed: nothing watched again.
+    d.scan();
+    assert!(watches(fake.calls()).is_empty());
+}
+
+#[test]
+fn a_be_queue_recreated_at_another_ring_while_held_is_preempted() {
+    let (p, fake, cfg) = world("be-ring");
+    fake.s.borrow_mut().rings.insert((BE, A, 1), 0x1000);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    fake.calls();
+    // Queue 1 destroyed and its id given to a new queue at another ring,
+    // which runs: the hold must take it.
+    fake.s.borrow_mut().rings.insert((BE, A, 1), 0x7000);
+    d.scan();
+    assert_eq!(fake.main_calls(), vec![Call::Preempt(be_refs(), LEASE)]);
 }

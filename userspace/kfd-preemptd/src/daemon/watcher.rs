@@ -82,11 +82,13 @@ pub fn confirm(arm: &ArmState, sample: &Sample) -> Confirmation {
 
 /// A queue as the tenant knows it: node and queue id, the same through
 /// every file that attaches the tenant.
-pub(super) type QueueKey = (u32, u32);
+/// And which queue that id is: its ring's address (amdkfd gives a new
+/// queue the lowest free id, so an id comes back at another ring).
+pub(super) type QueueKey = (u32, u32, u64);
 
-/// The key of `q`.
-pub(super) fn key_of(q: &QueueRef) -> QueueKey {
-    (q.gpu_id, q.queue_id)
+/// The key of `q`, whose ring is at `ring`.
+pub(super) fn key_of(q: &QueueRef, ring: u64) -> QueueKey {
+    (q.gpu_id, q.queue_id, ring)
 }
 
 /// Whether an attach failed for a reason that will not pass (permission,
@@ -129,6 +131,8 @@ pub(super) struct Watcher<B: Backend> {
     pub handles: BTreeMap<i32, Handle>,
     /// The watched queues of each tenant (this file's handles).
     pub watched: BTreeMap<i32, Vec<QueueRef>>,
+    /// The ring of each watched queue when it was watched.
+    pub rings: HashMap<QueueRef, u64>,
     /// Queues the module refused to watch (logged once each), and whether
     /// for want of room (`ENOSPC`: retried when a watch is released).
     pub unwatchable: HashMap<(i32, QueueKey), bool>,
@@ -160,6 +164,7 @@ impl<B: Backend> Watcher<B> {
             arm_pending: None,
             handles: BTreeMap::new(),
             watched: BTreeMap::new(),
+            rings: HashMap::new(),
             unwatchable: HashMap::new(),
             refused: HashSet::new(),
             woken: None,
@@ -192,8 +197,13 @@ impl<B: Backend> Watcher<B> {
             // An exited target's handle may already be unknown.
             let _ = self.file.detach(h);
         }
-        if self.watched.remove(&pid).is_some_and(|w| !w.is_empty()) {
-            self.watches_released();
+        if let Some(w) = self.watched.remove(&pid) {
+            for q in &w {
+                self.rings.remove(q);
+            }
+            if !w.is_empty() {
+                self.watches_released();
+            }
         }
         self.unwatchable.retain(|(p, _), _| *p != pid);
         self.refused.remove(&pid);
@@ -228,9 +238,9 @@ impl<B: Backend> Watcher<B> {
             let handle = match self.handles.get(&pid) {
                 Some(h) => *h,
                 None => match self.file.attach(pid) {
-                    Ok((h, _)) => {
-                        self.handles.insert(pid, h);
-                        h
+                    Ok(a) => {
+                        self.handles.insert(pid, a.handle);
+                        a.handle
                     }
                     Err(e) => {
                         // A lasting refusal is not asked again while the
@@ -245,43 +255,60 @@ impl<B: Backend> Watcher<B> {
                 },
             };
             let watched = self.watched.entry(pid).or_default();
+            let rings = &mut self.rings;
+            let key = |q: &QueueRef| key_of(q, rings.get(q).copied().unwrap_or(0));
+            // Destroyed queues, and ids now naming another queue (watched
+            // again below): UNWATCH first, so that the WATCH is of the new
+            // queue, whatever the module does with a watched id.
             let removed: Vec<QueueRef> = watched
                 .iter()
                 .copied()
-                .filter(|q| !queues.contains(&key_of(q)))
+                .filter(|q| !queues.contains(&key(q)))
                 .collect();
             if !removed.is_empty() {
-                // The module drops watches of destroyed queues itself;
-                // this only keeps the two lists equal.
                 let _ = self.file.unwatch(&removed);
-                watched.retain(|q| queues.contains(&key_of(q)));
+                watched.retain(|q| !removed.contains(q));
+                for q in &removed {
+                    rings.remove(q);
+                }
             }
             self.unwatchable
                 .retain(|(p, k), _| *p != pid || queues.contains(k));
-            let added: Vec<QueueRef> = queues
+            let added: Vec<(QueueRef, u64)> = queues
                 .iter()
                 .filter(|k| {
-                    !watched.iter().any(|q| key_of(q) == **k)
+                    !watched
+                        .iter()
+                        .any(|q| key_of(q, rings.get(q).copied().unwrap_or(0)) == **k)
                         && !self.unwatchable.contains_key(&(pid, **k))
                 })
-                .map(|&(gpu_id, queue_id)| QueueRef {
-                    handle,
-                    gpu_id,
-                    queue_id,
+                .map(|&(gpu_id, queue_id, ring)| {
+                    let q = QueueRef {
+                        handle,
+                        gpu_id,
+                        queue_id,
+                    };
+                    (q, ring)
                 })
                 .collect();
             if !added.is_empty() {
-                match self.file.watch(&added) {
+                let refs: Vec<QueueRef> = added.iter().map(|(q, _)| *q).collect();
+                match self.file.watch(&refs) {
                     Ok(report) => {
                         for (q, o) in &report.outcomes {
+                            let ring = added
+                                .iter()
+                                .find(|(a, _)| a == q)
+                                .map_or(0, |(_, ring)| *ring);
                             if o.is_success() {
                                 watched.push(*q);
+                                rings.insert(*q, ring);
                             } else {
                                 let no_room = *o
                                     == Outcome::Failed(EntryError::Other(
                                         Errno::NOSPC.raw_os_error(),
                                     ));
-                                self.unwatchable.insert((pid, key_of(q)), no_room);
+                                self.unwatchable.insert((pid, key_of(q, ring)), no_room);
                                 changes.refused.push((pid, *q, *o));
                             }
                         }
