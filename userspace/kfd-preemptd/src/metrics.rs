@@ -431,6 +431,11 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest one request may take to arrive.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
+/// The longest one response may take to leave: the server has one thread,
+/// and a client that reads slowly must not hold it (nor the daemon's
+/// shutdown, which joins it) for longer.
+pub const RESPONSE_DEADLINE: Duration = Duration::from_secs(2);
+
 /// The most a request's head may hold.
 const MAX_REQUEST: usize = 8192;
 
@@ -669,7 +674,27 @@ fn answer(c: &mut dyn Conn, text: &Shared) -> io::Result<()> {
     )
     .into_bytes();
     response.extend_from_slice(body.as_bytes());
-    c.write_all(&response)?;
+    write_within(c, &response, RESPONSE_DEADLINE)
+}
+
+/// Writes all of `bytes` within `deadline`, or gives up (`TimedOut`): each
+/// write may block only for what is left of it, so a client that drains a
+/// little at a time cannot stretch one response without end.
+fn write_within(c: &mut dyn Conn, mut bytes: &[u8], deadline: Duration) -> io::Result<()> {
+    let start = Instant::now();
+    while !bytes.is_empty() {
+        let left = deadline.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        c.set_timeouts(Some(IO_TIMEOUT), Some(left.min(IO_TIMEOUT)))?;
+        match c.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     c.flush()
 }
 
@@ -1043,6 +1068,47 @@ mod tests {
             TcpStream::connect(addr).is_err(),
             "still listening after drop"
         );
+    }
+
+    /// A client that reads a large answer a little at a time, each read
+    /// well within the write timeout, holds the one server thread no
+    /// longer than the response deadline: the next client is served.
+    #[test]
+    fn a_slow_reader_does_not_hold_the_server() {
+        let server =
+            MetricsServer::spawn(&MetricsAddr::Tcp("127.0.0.1:0".parse().unwrap())).unwrap();
+        let MetricsAddr::Tcp(addr) = *server.addr() else {
+            panic!("not TCP");
+        };
+        server.publish("x".repeat(32 << 20));
+        let stop = Arc::new(AtomicBool::new(false));
+        let slow = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(get("/metrics").as_bytes()).unwrap();
+                // 1.3 MB/s: room in the socket at every write timeout.
+                let mut buf = vec![0u8; 64 << 10];
+                while !stop.load(Ordering::SeqCst) {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+            })
+        };
+        thread::sleep(Duration::from_millis(200));
+        server.publish("kfd_preemptd_uptime_seconds 3\n".into());
+        // Served once the slow answer's deadline has passed; without one,
+        // only when the slow reader is done, minutes later: the read
+        // timeout makes that a failure rather than a hang.
+        let next = TcpStream::connect(addr).unwrap();
+        next.set_read_timeout(Some(RESPONSE_DEADLINE * 4)).unwrap();
+        let (status, _, body) = fetch(next, &get("/metrics"));
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(status, "HTTP/1.0 200 OK");
+        assert_eq!(body, "kfd_preemptd_uptime_seconds 3\n");
+        slow.join().unwrap();
     }
 
     #[test]

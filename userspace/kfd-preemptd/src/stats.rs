@@ -432,17 +432,38 @@ impl Stats {
 
 /// Writes `stats` to `path` atomically: a reader sees the old file or the
 /// new one, never a partial one.
+///
+/// The new file is made beside `path` under a name of this process's and
+/// opened with `O_CREAT | O_EXCL`, which follows no symbolic link and takes
+/// no file that exists: the daemon runs as root, and whoever may write in
+/// the statistics' directory must not make it write elsewhere.
 pub fn write_atomic(path: &Path, stats: &Stats) -> io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = Path::new(&tmp);
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+
     let body = serde_json::to_vec_pretty(stats).map_err(io::Error::other)?;
-    {
-        let mut f = fs::File::create(tmp)?;
-        f.write_all(&body)?;
-        f.write_all(b"\n")?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(
+        ".tmp.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let tmp = Path::new(&tmp);
+    let written = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(tmp)
+        .and_then(|mut f| {
+            f.write_all(&body)?;
+            f.write_all(b"\n")
+        })
+        .and_then(|()| fs::rename(tmp, path));
+    if written.is_err() {
+        let _ = fs::remove_file(tmp);
     }
-    fs::rename(tmp, path)
+    written
 }
 
 #[cfg(test)]
@@ -639,7 +660,38 @@ mod tests {
             serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(v["version"], 1);
         assert_eq!(v["mode"], "no-lc");
-        assert!(!dir.join("stats.json.tmp").exists());
+        let left: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "stats.json")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A link planted where the old code put its temporary file: the
+    /// file it points to stays as it was.
+    #[test]
+    fn write_follows_no_planted_link() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("kfd-preemptd-link-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, "precious\n").unwrap();
+        let path = dir.join("stats.json");
+        symlink(&victim, dir.join("stats.json.tmp")).unwrap();
+        let s = Stats::snapshot(
+            &PolicyConfig::default(),
+            &[],
+            &[],
+            Duration::ZERO,
+            Duration::ZERO,
+            0,
+            vec![],
+        );
+        write_atomic(&path, &s).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(fs::symlink_metadata(&path).unwrap().file_type().is_file());
         fs::remove_dir_all(&dir).unwrap();
     }
 }
