@@ -57,22 +57,36 @@ pub(crate) const MAX_PERIOD_US: u32 = 1_000_000;
 /// Longest idle time an ALL_IDLE ARM waits for.
 pub(crate) const MAX_IDLE_US: u32 = 10_000_000;
 
+/// Which instance of a queue id a watch reads: amdkfd gives a new queue
+/// the lowest free id, so a destroyed queue's id comes back, with its
+/// ring and indices in a new allocation (`Documentation/design.rst`,
+/// "Activity detection").
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct QueueInstance {
+    pub(crate) ring: u64,
+    pub(crate) read_address: u64,
+    pub(crate) write_address: u64,
+}
+
 /// One watched queue: where its indices are, pinned.
 pub(crate) struct Watch {
     pub(crate) handle: u32,
     pub(crate) gpu_id: u32,
     pub(crate) queue_id: u32,
+    /// The instance of `queue_id` whose indices `read` and `write` are.
+    pub(crate) instance: QueueInstance,
     read: UserWord,
     write: UserWord,
 }
 
 impl Watch {
-    /// A watch of the queue (`handle`, `gpu_id`, `queue_id`) whose read and
-    /// write indices are the pinned words `read` and `write`.
+    /// A watch of the queue (`handle`, `gpu_id`, `queue_id`) of `instance`,
+    /// whose read and write indices are the pinned words `read` and `write`.
     pub(crate) fn new(
         handle: u32,
         gpu_id: u32,
         queue_id: u32,
+        instance: QueueInstance,
         read: UserWord,
         write: UserWord,
     ) -> Self {
@@ -80,6 +94,7 @@ impl Watch {
             handle,
             gpu_id,
             queue_id,
+            instance,
             read,
             write,
         }

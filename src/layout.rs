@@ -246,13 +246,16 @@ fn check() -> Result<Verdict> {
             Ok(Verdict::Refused)
         }
         Err(e) if e == ENOMEM => Err(e),
+        // The kernel's BTF is there but does not parse (or costs more than
+        // any real amdgpu's would): nothing then says that the layout is
+        // the one the glue was built for, so it is refused, not trusted.
         Err(e) => {
             pr_warn!(
-                "amdgpu's layout not checked: its BTF could not be read ({} {}); the build-time checks stand\n",
+                "refusing amdgpu: its BTF could not be parsed ({} {}); if this kernel's BTF is of a newer format, rebuild kfd_preempt from a newer release\n",
                 errno_name(e),
                 e.to_errno()
             );
-            Ok(Verdict::Unchecked(e))
+            Ok(Verdict::Refused)
         }
     }
 }
@@ -562,6 +565,35 @@ mod tests {
                 ..
             })
         ));
+        Ok(())
+    }
+
+    /// Anonymous members that fan out over 30 levels: a lookup of a name
+    /// none of them has would look at 2^31 members. The budget makes it
+    /// an error, which the gate takes for a blob it cannot trust.
+    #[test]
+    fn a_fan_of_anonymous_members_runs_out_of_budget() -> Result {
+        let (vmlinux, end, str_len) = base()?;
+        let mut b = Builder::new(end, str_len)?;
+        let mut level = b.strct(b"", 4, &[(b"leaf", 1, 0)])?;
+        for _ in 0..30 {
+            level = b.strct(b"", 4, &[(b"", level, 0), (b"", level, 0)])?;
+        }
+        b.strct(b"queue", 4, &[(b"", level, 0)])?;
+        let fan = b.finish()?.0;
+        let split = btf::Split::parse(&vmlinux, &fan)?;
+        // Found at once down the first branch...
+        assert!(matches!(split.member(end + 31, b"leaf"), Ok(Some(_))));
+        // ...but a name that is nowhere costs the budget, not 2^31.
+        assert_eq!(split.member(end + 31, b"nosuch"), Err(EINVAL));
+        // A name longer than any the kernel's verifier lets through.
+        let mut b = Builder::new(end, str_len)?;
+        let mut long = KVVec::new();
+        long.resize(600, b'x', GFP_KERNEL)?;
+        b.strct(&long, 4, &[(b"leaf", 1, 0)])?;
+        let named = b.finish()?.0;
+        let split = btf::Split::parse(&vmlinux, &named)?;
+        assert!(split.find_structs(b"queue").is_err());
         Ok(())
     }
 

@@ -394,8 +394,16 @@ mod tests {
         let m = world(&[(221, 1)])?;
         let off = Owner::new(m.clone(), false)?;
         let on = Owner::new(m.clone(), true)?;
+        // The header's fd for a PID attach is -1; 0 is a descriptor.
+        let mut zero_fd = kfdp_attach {
+            kind: crate::uapi::KFDP_TARGET_PID,
+            pid: 221,
+            ..Default::default()
+        };
+        assert_eq!(on.attach(&mut zero_fd, || true), Err(EINVAL));
         let mut a = kfdp_attach {
             kind: crate::uapi::KFDP_TARGET_PID,
+            fd: -1,
             pid: 221,
             ..Default::default()
         };
@@ -422,6 +430,39 @@ mod tests {
         assert!(!asked.get());
         off.close();
         on.close();
+        Ok(())
+    }
+
+    /// Close without memory for one list of every mark still resumes them
+    /// all, in batches on the stack. Before, the list was collected until
+    /// a push failed and the marks past it stayed suspended with no owner.
+    #[test]
+    fn resume_without_memory_leaves_no_mark() -> Result {
+        let m = world(&[(241, 70), (242, 3)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let (h1, h2) = (attach(&o, 241)?, attach(&o, 242)?);
+        let ids: KVec<u32> = {
+            let mut v = KVec::new();
+            for q in 0..70 {
+                v.push(q, GFP_KERNEL)?;
+            }
+            v
+        };
+        let mut e = refs(h1, &ids)?;
+        e.extend_from_slice(&refs(h2, &[0, 1, 2])?, GFP_KERNEL)?;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        assert!(e.iter().all(|x| x.status == 0));
+        assert_eq!(m.active(241) + m.active(242), 0);
+        // Only h1's marks: more than two chunks' worth, h2's untouched.
+        let done = {
+            let mut st = o.state.lock();
+            o.resume_marks_in_chunks(&mut st, |mk| mk.handle == h1)
+        };
+        assert_eq!(done, 70);
+        assert_eq!((m.active(241), m.active(242)), (70, 0));
+        assert_eq!(o.state.lock().marks.len(), 3);
+        o.close();
+        assert_eq!(m.active(242), 3);
         Ok(())
     }
 

@@ -205,6 +205,23 @@ pub(crate) fn attachment<T>(attachments: &[Attachment<T>], handle: u32) -> Optio
 /// A mark's key in its owner's tree: handle, gpu_id, queue_id.
 pub(crate) type MarkKey = (u32, u32, u32);
 
+/// Marks [`Owner::resume_marks_in_chunks`] resumes in one batch: 512
+/// bytes of stack.
+const RESUME_CHUNK: usize = 32;
+
+fn mark_key(m: &Mark) -> MarkKey {
+    (m.handle, m.gpu_id, m.queue_id)
+}
+
+fn queue_ref_of(m: &Mark) -> uapi::kfdp_queue_ref {
+    uapi::kfdp_queue_ref {
+        handle: m.handle,
+        gpu_id: m.gpu_id,
+        queue_id: m.queue_id,
+        status: 0,
+    }
+}
+
 /// Removes the marks `keep` rejects, calling `gone` on each first.
 fn retain_marks(
     marks: &mut SortedMap<MarkKey, Mark>,
@@ -277,7 +294,8 @@ impl<B: Backend> Owner<B> {
                 }
             }
             uapi::KFDP_TARGET_PID => {
-                if a.fd != 0 {
+                // The header's value for "no descriptor".
+                if a.fd != -1 {
                     return Err(EINVAL);
                 }
                 if !self.pid_attach {
@@ -401,28 +419,60 @@ impl<B: Backend> Owner<B> {
             .retain(|f| handle.is_some_and(|h| h != f.handle));
     }
 
-    /// Resumes, in one batch and with the same bookkeeping as a RESUME call,
+    /// Resumes (one batch, one runlist update per node where memory allows)
     /// this owner's marks that `select` picks; returns how many it no longer
-    /// holds (resumed, or found resumed already).
-    /// Without memory the batch is only shorter: the marks left over stay.
+    /// holds (resumed, or found resumed already). Every picked mark is
+    /// tried: close and DETACH resume everything.
     fn resume_marks(&self, state: &mut State<B::Target>, select: impl Fn(&Mark) -> bool) -> usize {
-        let mut entries = KVec::new();
+        let n = state.marks.values().filter(|m| select(m)).count();
+        if n == 0 {
+            return 0;
+        }
+        let mut entries = KVVec::new();
+        if entries.reserve(n, GFP_KERNEL).is_err() {
+            return self.resume_marks_in_chunks(state, select);
+        }
         for m in state.marks.values().filter(|m| select(m)) {
-            let e = uapi::kfdp_queue_ref {
-                handle: m.handle,
-                gpu_id: m.gpu_id,
-                queue_id: m.queue_id,
-                status: 0,
-            };
-            if entries.push(e, GFP_KERNEL).is_err() {
-                break;
-            }
+            // Within the capacity reserved above: cannot fail.
+            let _ = entries.push(queue_ref_of(m), GFP_KERNEL);
         }
-        if !entries.is_empty() {
-            self.run_batch(state, Op::Resume, 0, 0, &mut entries);
-        }
+        self.run_batch(state, Op::Resume, 0, 0, &mut entries);
         // Resumed, or found resumed already: no longer held.
         entries.iter().filter(|e| e.status >= 0).count()
+    }
+
+    /// [`Self::resume_marks`] with no memory for the list of marks: batches
+    /// of [`RESUME_CHUNK`] on the stack, in key order, until every picked
+    /// mark was tried. More runlist updates, but no mark left behind
+    /// without an owner.
+    pub(crate) fn resume_marks_in_chunks(
+        &self,
+        state: &mut State<B::Target>,
+        select: impl Fn(&Mark) -> bool,
+    ) -> usize {
+        let mut done = 0;
+        let mut after: Option<MarkKey> = None;
+        loop {
+            let mut chunk = [uapi::kfdp_queue_ref::default(); RESUME_CHUNK];
+            let mut k = 0;
+            for m in state
+                .marks
+                .values()
+                .filter(|m| after.is_none_or(|a| mark_key(m) > a) && select(m))
+                .take(RESUME_CHUNK)
+            {
+                chunk[k] = queue_ref_of(m);
+                k += 1;
+            }
+            let Some(last) = k.checked_sub(1).map(|i| chunk[i]) else {
+                return done;
+            };
+            // Marks the batch cannot resume stay; the next chunk starts
+            // after them, so each is tried once.
+            after = Some((last.handle, last.gpu_id, last.queue_id));
+            self.run_batch(state, Op::Resume, 0, 0, &mut chunk[..k]);
+            done += chunk[..k].iter().filter(|e| e.status >= 0).count();
+        }
     }
 
     /// Drops the pins and the marks of attachments whose target exited: the

@@ -130,6 +130,12 @@ int kfdp_umem_pin(struct mm_struct *mm, __u64 addr, bool write,
 		  struct page **page, void **kaddr, struct mm_struct **charged);
 void kfdp_umem_unpin(struct page *page, bool dirty, struct mm_struct *charged);
 int kfdp_eventfd_get(int fd, struct eventfd_ctx **out);
+/*
+ * Between two steps of a long copy from user memory: reschedules if due;
+ * false if the caller has a fatal signal pending and should stop. Process
+ * context, no lock held.
+ */
+bool kfdp_user_copy_continue(void);
 void kfdp_eventfd_signal(struct eventfd_ctx *ctx);
 void kfdp_eventfd_put(struct eventfd_ctx *ctx);
 

@@ -9,9 +9,15 @@
  */
 
 #include <linux/fs.h>
+#include <linux/fs_struct.h>
+#include <linux/magic.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/namei.h>
 #include <linux/notifier.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
+#include <linux/sched/task.h>
 #include <linux/stddef.h>
 
 #include "kfdp_glue_priv.h"
@@ -33,13 +39,44 @@ const struct kfdp_glue_field *kfdp_layout_fields(u32 *n)
 #define KFDP_BTF_MAX (64 << 20)
 
 /*
+ * The root directory of the initial pid namespace's init, the system's
+ * root whatever namespaces the caller is in. Its fs, not init_task's:
+ * since 7.3 the kernel's own fs_struct is no longer init's.
+ */
+static int kfdp_init_root(struct path *root)
+{
+	struct task_struct *init;
+	int r = -ESRCH;
+
+	rcu_read_lock();
+	init = pid_task(find_pid_ns(1, &init_pid_ns), PIDTYPE_PID);
+	if (init)
+		get_task_struct(init);
+	rcu_read_unlock();
+	if (!init)
+		return r;
+	task_lock(init);
+	if (init->fs) {
+		get_fs_root(init->fs, root);
+		r = 0;
+	}
+	task_unlock(init);
+	put_task_struct(init);
+	return r;
+}
+
+/*
  * A plain read, not kernel_read_file(): its LSM hook wants a purpose this
- * read has none of (READING_UNKNOWN makes IPE warn). The path resolves in
- * the caller's mount namespace: modprobe's at load.
+ * read has none of (READING_UNKNOWN makes IPE warn). The path resolves from
+ * init's root, as kernel_read_file_from_path_initns() does, never in the
+ * caller's mount namespace: an ATTACH from a user namespace could
+ * otherwise bind-mount a blob of its own over /sys/kernel/btf, and the
+ * verdict is kept for every later caller. What is opened must be sysfs.
  */
 int kfdp_btf_read(const char *name, void **buf, size_t *size)
 {
 	char path[MODULE_NAME_LEN + 16];
+	struct path root;
 	struct file *f;
 	loff_t len, pos = 0;
 	void *data;
@@ -47,9 +84,17 @@ int kfdp_btf_read(const char *name, void **buf, size_t *size)
 
 	if (snprintf(path, sizeof(path), "/sys/kernel/btf/%s", name) >= sizeof(path))
 		return -ENAMETOOLONG;
-	f = filp_open(path, O_RDONLY, 0);
+	r = kfdp_init_root(&root);
+	if (r)
+		return r;
+	f = file_open_root(&root, path, O_RDONLY, 0);
+	path_put(&root);
 	if (IS_ERR(f))
 		return PTR_ERR(f);
+	if (file_inode(f)->i_sb->s_magic != SYSFS_MAGIC) {
+		r = -EINVAL;
+		goto out;
+	}
 	len = i_size_read(file_inode(f));
 	if (len <= 0 || len > KFDP_BTF_MAX) {
 		r = -EFBIG;

@@ -179,6 +179,18 @@ int kfdp_target_from_fd(int fd, struct kfdp_target **out)
 	return r;
 }
 
+/*
+ * Is the verified kfd file @f bound to the KFD process of thread group
+ * leader @leader? Only its lead_thread is read, after the layout check.
+ */
+static bool kfdp_file_is_of(struct file *f, struct task_struct *leader)
+{
+	struct kfd_process *p = READ_ONCE(f->private_data);
+
+	return p && !kfdp_check_layout(p, f->f_op->owner) &&
+	       READ_ONCE(p->lead_thread) == leader;
+}
+
 int kfdp_target_from_pid(int nr, struct kfdp_target **out)
 {
 	struct task_struct *task;
@@ -197,9 +209,14 @@ int kfdp_target_from_pid(int nr, struct kfdp_target **out)
 	if (!task)
 		return -ESRCH;
 
-	/* amdkfd has no exported lookup: find the process's /dev/kfd. */
+	/*
+	 * amdkfd has no exported lookup: find the process's own /dev/kfd. A
+	 * forked child also holds its parent's (kfd_open() bound that file
+	 * to the parent's kfd_process, Documentation/simulated-node.rst,
+	 * "Processes"), so a file counts only if its process is @task's.
+	 */
 	for (; (f = fget_task_next(task, &fd)); fd++) {
-		if (!kfdp_check_kfd_file(f)) {
+		if (!kfdp_check_kfd_file(f) && kfdp_file_is_of(f, task)) {
 			r = kfdp_target_pin(f, out);
 			fput(f);
 			break;

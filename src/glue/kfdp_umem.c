@@ -116,3 +116,9 @@ void kfdp_eventfd_put(struct eventfd_ctx *ctx)
 {
 	eventfd_ctx_put(ctx);
 }
+
+bool kfdp_user_copy_continue(void)
+{
+	cond_resched();
+	return !fatal_signal_pending(current);
+}

@@ -20,6 +20,7 @@ use crate::{
         resample,
         take_watches,
         Condition,
+        QueueInstance,
         Sampler,
         Watch,
         MAX_IDLE_US,
@@ -51,13 +52,12 @@ use crate::{
 const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
 const ACT_SIZE: usize = size_of::<kfdp_activity>();
 
-/// Watches one queue: finds its indices through QUERY's description and
-/// pins them in the target's address space.
-fn watch_one<B: Backend>(
+/// What QUERY says now of the queue `e` names.
+fn describe<B: Backend>(
     owner: &Owner<B>,
     state: &State<B::Target>,
     e: &kfdp_queue_ref,
-) -> Result<Watch> {
+) -> Result<uapi::kfdp_queue_info> {
     let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
     let target = att.target.as_ref().ok_or(ESRCH)?;
     if !owner.backend.gpu_ids(target)?.contains(&e.gpu_id) {
@@ -67,10 +67,29 @@ fn watch_one<B: Backend>(
     let mut infos = KVVec::with_capacity(total, GFP_KERNEL)?;
     infos.resize(total, uapi::kfdp_queue_info::default(), GFP_KERNEL)?;
     let n = owner.backend.query(target, e.gpu_id, &mut infos)? as usize;
-    let qi = infos[..n.min(total)]
+    infos[..n.min(total)]
         .iter()
         .find(|q| q.queue_id == e.queue_id)
-        .ok_or(ENOENT)?;
+        .copied()
+        .ok_or(ENOENT)
+}
+
+fn instance_of(q: &uapi::kfdp_queue_info) -> QueueInstance {
+    QueueInstance {
+        ring: q.ring_base_address,
+        read_address: q.read_pointer_address,
+        write_address: q.write_pointer_address,
+    }
+}
+
+/// Watches the queue `qi` describes: pins its indices in the target's
+/// address space.
+fn watch_one<B: Backend>(
+    owner: &Owner<B>,
+    state: &State<B::Target>,
+    e: &kfdp_queue_ref,
+    qi: &uapi::kfdp_queue_info,
+) -> Result<Watch> {
     // Only AQL queues have the read/write dispatch ids this reads; PM4 and
     // SDMA queues count other units.
     if qi.queue_type != uapi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
@@ -79,21 +98,26 @@ fn watch_one<B: Backend>(
     {
         return Err(crate::compat::eopnotsupp());
     }
+    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
+    let target = att.target.as_ref().ok_or(ESRCH)?;
     let read = owner
         .backend
         .pin_user(target, qi.read_pointer_address, false)?;
     let write = owner
         .backend
         .pin_user(target, qi.write_pointer_address, false)?;
-    Ok(Watch::new(e.handle, e.gpu_id, e.queue_id, read, write))
+    Ok(Watch::new(
+        e.handle,
+        e.gpu_id,
+        e.queue_id,
+        instance_of(qi),
+        read,
+        write,
+    ))
 }
 
 fn same_queue(w: &Watch, e: &kfdp_queue_ref) -> bool {
     w.handle == e.handle && w.gpu_id == e.gpu_id && w.queue_id == e.queue_id
-}
-
-fn is_watched(watches: &[Arc<Watch>], e: &kfdp_queue_ref) -> bool {
-    watches.iter().any(|w| same_queue(w, e))
 }
 
 /// KFDP_IOC_WATCH (`add`) or KFDP_IOC_UNWATCH.
@@ -129,7 +153,13 @@ pub(crate) fn watch<B: Backend>(
         let mut removed = 0;
         for e in refs.iter_mut() {
             e.status = if add {
-                watch_entry(owner, state, e)
+                let before = dropped.len();
+                let status = watch_entry(owner, state, e, &mut dropped);
+                // A watch replaced or dropped: the sampler reads the old one.
+                if dropped.len() > before {
+                    removed += 1;
+                }
+                status.unwrap_or_else(|err| err.to_errno())
             } else if take_watches(&mut state.watches, |w| same_queue(w, e), &mut dropped) > 0 {
                 removed += 1;
                 0
@@ -147,25 +177,59 @@ pub(crate) fn watch<B: Backend>(
     user_array::write(w.entries_ptr, w.entry_size, &refs).and_then(|()| header().writer().write(&w))
 }
 
+/// WATCH of one entry. A queue id watched already is `KFDP_R_ALREADY`
+/// while it names the same queue; if its queue was destroyed and the id
+/// given to a new one, the old watch (reading memory the queue no longer
+/// uses) goes into `dropped` and the new queue is watched.
 fn watch_entry<B: Backend>(
     owner: &Owner<B>,
     state: &mut State<B::Target>,
     e: &kfdp_queue_ref,
-) -> i32 {
-    if is_watched(&state.watches, e) {
-        return KFDP_R_ALREADY as i32;
-    }
-    if state.watches.len() >= MAX_WATCHES as usize {
-        return ENOSPC.to_errno();
-    }
-    let watch = match watch_one(owner, state, e).and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?)) {
-        Ok(w) => w,
-        Err(err) => return err.to_errno(),
+    dropped: &mut KVec<Arc<Watch>>,
+) -> Result<i32> {
+    let old = state.watches.iter().position(|w| same_queue(w, e));
+    let qi = match describe(owner, state, e) {
+        Ok(qi) => qi,
+        // The watched queue was destroyed: its watch goes with it.
+        Err(err) if err == ENOENT => {
+            if let Some(i) = old {
+                // Reserved first: a watch is unpinned only after unlocking.
+                dropped.reserve(1, GFP_KERNEL)?;
+                let gone = state.watches.remove(i).map_err(|_| EINVAL)?;
+                dropped.push(gone, GFP_KERNEL)?;
+            }
+            return Ok(err.to_errno());
+        }
+        // Nothing says the watched queue changed (its target exited, or
+        // memory ran short): it stays as it was.
+        Err(_) if old.is_some() => return Ok(KFDP_R_ALREADY as i32),
+        Err(err) => return Ok(err.to_errno()),
     };
-    match state.watches.push(watch, GFP_KERNEL) {
-        Ok(()) => 0,
-        Err(_) => ENOMEM.to_errno(),
+    let stale = match old {
+        Some(i) if state.watches[i].instance == instance_of(&qi) => {
+            return Ok(KFDP_R_ALREADY as i32)
+        }
+        Some(i) => Some(i),
+        None if state.watches.len() >= MAX_WATCHES as usize => return Ok(ENOSPC.to_errno()),
+        None => None,
+    };
+    // Room for the old watch first: once the new one is in, the old one
+    // must be able to go.
+    if stale.is_some() {
+        dropped.reserve(1, GFP_KERNEL)?;
     }
+    let watch = match watch_one(owner, state, e, &qi).and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?)) {
+        Ok(w) => w,
+        Err(err) => return Ok(err.to_errno()),
+    };
+    match stale {
+        Some(i) => {
+            let old = core::mem::replace(&mut state.watches[i], watch);
+            dropped.push(old, GFP_KERNEL)?;
+        }
+        None => state.watches.push(watch, GFP_KERNEL)?,
+    }
+    Ok(0)
 }
 
 /// KFDP_IOC_SAMPLE.

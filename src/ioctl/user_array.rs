@@ -33,18 +33,35 @@ pub(crate) fn element(base: u64, i: usize, size: usize) -> Result<UserPtr> {
 
 /// Checks that the `len` bytes at `ptr` are zero: E2BIG otherwise, as
 /// `copy_struct_from_user` answers for a non-zero tail.
+///
+/// `entry_size` is the caller's to choose, up to 4 GiB, so the tails of one
+/// call can add up to terabytes of zeroes: every page's worth, the task may
+/// be rescheduled, and a fatal signal ends the call (`EINTR`).
 pub(crate) fn check_zero_tail(ptr: UserPtr, len: usize) -> Result {
     let mut reader = UserSlice::new(ptr, len).reader();
-    let mut buf = [0u8; 64];
+    let mut buf = [0u8; 256];
+    let mut since_yield = 0usize;
     while !reader.is_empty() {
         let n = reader.len().min(buf.len());
         reader.read_slice(&mut buf[..n])?;
         if buf[..n].iter().any(|&b| b != 0) {
             return Err(E2BIG);
         }
+        since_yield += n;
+        if since_yield >= TAIL_BYTES_PER_YIELD {
+            since_yield = 0;
+            // SAFETY: Called from an ioctl, in process context, holding no
+            // lock (the callers copy in before they lock anything).
+            if !unsafe { crate::glue::kfdp_user_copy_continue() } {
+                return Err(EINTR);
+            }
+        }
     }
     Ok(())
 }
+
+/// Bytes of zero tail checked between two chances to reschedule.
+const TAIL_BYTES_PER_YIELD: usize = 4096;
 
 /// Fills `out` from the array of `out.len()` elements `size` bytes apart at
 /// `base`. EINVAL if `size` is smaller than the element.

@@ -43,6 +43,12 @@ pub(crate) const KIND_ENUM64: u32 = 19;
 /// How deep typedef chains and anonymous members may nest before the blob
 /// is taken for a cycle.
 const MAX_DEPTH: u32 = 32;
+/// Members one lookup may look at; amdkfd's largest struct, with its
+/// anonymous unions, has a few hundred.
+pub(crate) const MAX_MEMBERS_VISITED: u32 = 1 << 16;
+/// The longest name read, as the kernel's BTF verifier allows
+/// (`KSYM_NAME_LEN`).
+const MAX_NAME_LEN: usize = 512;
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32> {
     let end = off.checked_add(4).ok_or(EINVAL)?;
@@ -210,7 +216,13 @@ impl<'a> Split<'a> {
             (self.module.strings, off - self.base.strings.len())
         };
         let tail = strings.get(at..).ok_or(EINVAL)?;
-        let len = tail.iter().position(|&c| c == 0).ok_or(EINVAL)?;
+        // Bounded: a string section with no NUL would otherwise be scanned
+        // to its end for every name looked up.
+        let len = tail
+            .iter()
+            .take(MAX_NAME_LEN + 1)
+            .position(|&c| c == 0)
+            .ok_or(EINVAL)?;
         Ok(&tail[..len])
     }
 
@@ -246,11 +258,21 @@ impl<'a> Split<'a> {
 
     /// The member `name` of struct or union `id`, looking into anonymous
     /// structs and unions as C does.
+    /// At most [`MAX_MEMBERS_VISITED`] members are looked at: nested
+    /// anonymous aggregates that name each other would otherwise cost
+    /// their member count to the power of [`MAX_DEPTH`].
     pub(crate) fn member(&self, id: u32, name: &[u8]) -> Result<Option<Member>> {
-        self.member_at(id, name, 0)
+        let budget = core::cell::Cell::new(MAX_MEMBERS_VISITED);
+        self.member_at(id, name, 0, &budget)
     }
 
-    fn member_at(&self, id: u32, name: &[u8], depth: u32) -> Result<Option<Member>> {
+    fn member_at(
+        &self,
+        id: u32,
+        name: &[u8],
+        depth: u32,
+        budget: &core::cell::Cell<u32>,
+    ) -> Result<Option<Member>> {
         if depth >= MAX_DEPTH {
             return Err(EINVAL);
         }
@@ -259,6 +281,7 @@ impl<'a> Split<'a> {
             return Err(EINVAL);
         }
         for i in 0..t.vlen {
+            budget.set(budget.get().checked_sub(1).ok_or(EINVAL)?);
             let m = t.rest.get(i * 12..i * 12 + 12).ok_or(EINVAL)?;
             let (name_off, type_id, offset) = (u32_at(m, 0)?, u32_at(m, 4)?, u32_at(m, 8)?);
             let (bit_offset, bitfield_size) = if t.kflag {
@@ -279,7 +302,7 @@ impl<'a> Split<'a> {
             let anonymous_aggregate = mname.is_empty()
                 && matches!(self.resolve(type_id)?.1.kind, KIND_STRUCT | KIND_UNION);
             if anonymous_aggregate {
-                if let Some(inner) = self.member_at(type_id, name, depth + 1)? {
+                if let Some(inner) = self.member_at(type_id, name, depth + 1, budget)? {
                     return Ok(Some(Member {
                         bit_offset: inner.bit_offset + u64::from(bit_offset),
                         ..inner

@@ -86,6 +86,9 @@ impl MiscDevice for Tenant {
     }
 
     fn ioctl(tenant: ArcBorrow<'_, Self>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        if !tenant.used_by_opener() {
+            return Err(EBADF);
+        }
         let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));
         match cmd {
             uapi::KFDP_SIM_IOC_CREATE_QUEUE => {
@@ -150,6 +153,19 @@ impl MiscDevice for Tenant {
 }
 
 impl Tenant {
+    /// Whether the caller is the process that opened this file. amdkfd's
+    /// `kfd_ioctl()` refuses every other with `EBADF`: a forked child holds
+    /// its parent's descriptor, bound to the parent's process ("Only the
+    /// process that opened /dev/kfd can use the file descriptor"). A
+    /// process torn down already passes, for its ioctl to say `ESRCH`.
+    fn used_by_opener(&self) -> bool {
+        let task = kernel::current!();
+        let st = self.sim.state.lock();
+        st.find(self.id).is_none_or(|pi| {
+            core::ptr::eq::<Task>(&*st.processes[pi].leader, task.group_leader())
+        })
+    }
+
     fn create(&self, c: &mut uapi::kfdp_sim_queue_create) -> Result {
         if c.reserved0 != 0 || c.reserved1 != 0 {
             return Err(EINVAL);

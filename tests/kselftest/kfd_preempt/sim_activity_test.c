@@ -451,6 +451,102 @@ TEST_F(act, ring_from_another_process_is_refused)
 	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/*
+ * A forked child holds its parent's tenant descriptor, as a DataLoader
+ * worker holds its parent's /dev/kfd: every tenant ioctl through it fails
+ * with EBADF (amdkfd's kfd_ioctl()), and ATTACH through a copy of it
+ * attaches the parent, whose tgid it returns. The child's exit changes
+ * nothing for the parent's attachment.
+ */
+TEST_F(act, inherited_descriptor_names_the_parent)
+{
+	struct kfdp_attach a = { .kind = KFDP_TARGET_SIM_FD };
+	int up[2], down[2], status, pidfd, copy;
+	struct kfdp_sim_queue_status st;
+	pid_t pid;
+	char b;
+
+	ASSERT_EQ(0, pipe(up));
+	ASSERT_EQ(0, pipe(down));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct kfdp_sim_doorbell d = { .queue_id = self->r.queue_id };
+		struct kfdp_sim_queue_status s = { .queue_id = self->r.queue_id };
+		int fails = 0;
+
+		close(up[0]);
+		close(down[1]);
+		fails += kfdp_queue_create(self->tenant, KFDP_SIM_HWS, KFDP_QT_COMPUTE) != -EBADF;
+		fails += kfdp_ioctl_errno(self->tenant, KFDP_SIM_IOC_DOORBELL, &d) != EBADF;
+		fails += kfdp_ioctl_errno(self->tenant, KFDP_SIM_IOC_QUEUE_STATUS, &s) != EBADF;
+		fails += kfdp_queue_destroy(self->tenant, self->r.queue_id) != EBADF;
+		if (write(up[1], &fails, sizeof(fails)) != sizeof(fails))
+			_exit(2);
+		while (read(down[0], &b, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	ASSERT_EQ(sizeof(status), read(up[0], &status, sizeof(status)));
+	EXPECT_EQ(0, status) TH_LOG("%d tenant ioctls from the child did not fail EBADF", status);
+	pidfd = syscall(SYS_pidfd_open, pid, 0);
+	ASSERT_LE(0, pidfd);
+	copy = syscall(SYS_pidfd_getfd, pidfd, self->tenant, 0);
+	ASSERT_LE(0, copy);
+	a.fd = copy;
+	ASSERT_EQ(0, ioctl(self->owner, KFDP_IOC_ATTACH, &a));
+	EXPECT_EQ(getpid(), a.tgid) TH_LOG("the child's copy attaches its parent");
+	EXPECT_EQ((__u32)self->handle, a.handle) TH_LOG("the parent's attachment");
+	close(copy);
+	close(pidfd);
+	close(down[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	close(up[0]);
+	/* The parent's queue and attachment are untouched by the exit. */
+	st.queue_id = self->r.queue_id;
+	EXPECT_EQ(0, kfdp_queue_status(self->tenant, self->r.queue_id, &st));
+	EXPECT_EQ(0, kfdp_one(self->owner, KFDP_IOC_PREEMPT, self->handle, KFDP_SIM_HWS,
+			      self->r.queue_id));
+	EXPECT_EQ(0, kfdp_one(self->owner, KFDP_IOC_RESUME, self->handle, KFDP_SIM_HWS,
+			      self->r.queue_id));
+}
+
+/*
+ * A destroyed queue's id comes back with the next queue (the lowest free
+ * id, as amdkfd) at a new ring: a watch is of the queue, not of its id.
+ * WATCH of the id watches the new ring in the old one's place, and WATCH
+ * of an id whose queue is gone drops the watch.
+ */
+TEST_F(act, watch_follows_a_recreated_queue)
+{
+	struct kfdp_activity act[2];
+	struct kfdp_sample s;
+	struct ring r2;
+	__u32 qid = self->r.queue_id;
+
+	ASSERT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+	ASSERT_EQ(KFDP_R_ALREADY,
+		  watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+	ASSERT_EQ(0, kfdp_queue_destroy(self->tenant, qid));
+	ASSERT_EQ(0, ring_create(self->tenant, KFDP_SIM_HWS, &r2));
+	ASSERT_EQ(qid, r2.queue_id) TH_LOG("the lowest free id comes back");
+	ASSERT_NE(self->r.pkt, r2.pkt);
+	/* Work published on the new ring but not rung: pending, not retired. */
+	__atomic_store_n(r2.write_index, 5, __ATOMIC_RELEASE);
+	EXPECT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid))
+		TH_LOG("a re-created queue is watched anew, not ALREADY");
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	ASSERT_EQ(1, s.num_watches);
+	EXPECT_EQ(5, act[0].write_index) TH_LOG("the new ring's index, not the old one's");
+	/* Gone for good: WATCH says so and the watch goes. */
+	ASSERT_EQ(0, kfdp_queue_destroy(self->tenant, qid));
+	EXPECT_EQ(-ENOENT, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	EXPECT_EQ(0, s.num_watches);
+}
+
 /* A watch outlives the tenant's exit safely, and says so. */
 TEST_F(act, watch_of_exited_tenant_is_gone)
 {

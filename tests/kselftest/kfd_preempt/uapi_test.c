@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 #include <linux/capability.h>
 
@@ -52,7 +53,7 @@ static int attach_fd(int owner, int fd)
 
 static int attach_pid(int owner, int pid)
 {
-	struct kfdp_attach a = { .kind = KFDP_TARGET_PID, .pid = pid };
+	struct kfdp_attach a = { .kind = KFDP_TARGET_PID, .fd = -1, .pid = pid };
 
 	return kfdp_ioctl_errno(owner, KFDP_IOC_ATTACH, &a);
 }
@@ -132,6 +133,16 @@ TEST_F(owner, attach_sim_without_sim_nodes)
 	if (self->caps & KFDP_CAP_SIM)
 		SKIP(return, "simulated nodes are enabled");
 	EXPECT_EQ(EOPNOTSUPP, kfdp_ioctl_errno(self->fd, KFDP_IOC_ATTACH, &a));
+}
+
+/* A PID attach names no descriptor: fd is -1, as the header says. */
+TEST_F(owner, attach_pid_fd_not_minus_one)
+{
+	struct kfdp_attach a = { .kind = KFDP_TARGET_PID, .fd = 0, .pid = getpid() };
+
+	EXPECT_EQ(EINVAL, kfdp_ioctl_errno(self->fd, KFDP_IOC_ATTACH, &a));
+	a.fd = 3;
+	EXPECT_EQ(EINVAL, kfdp_ioctl_errno(self->fd, KFDP_IOC_ATTACH, &a));
 }
 
 TEST_F(owner, attach_pid_mode_off)
@@ -287,6 +298,50 @@ TEST_F(owner, batch_entry_tail)
 	ASSERT_EQ(0, batch(self->fd, KFDP_IOC_PREEMPT, &b));
 	EXPECT_EQ(-EINVAL, e[0].r.status);
 	EXPECT_EQ(0, e[0].tail);
+}
+
+/*
+ * entry_size is the caller's, up to 4 GiB: 16 entries 4 GiB apart are 64 GiB
+ * of zero tail to check. The call must stay killable: a child makes it
+ * over a read-only mapping of zero pages and is killed 300 ms in. Without
+ * the check for fatal signals the child would read for minutes; the bound
+ * of 20 s is only there to fail rather than hang.
+ */
+TEST_F(owner, batch_huge_zero_tail_is_killable)
+{
+	const size_t span = 16ull << 32;
+	int up[2], status = 0, waited_ms = 0;
+	pid_t child, r = 0;
+	char b;
+
+	ASSERT_EQ(0, pipe(up));
+	child = fork();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		void *m = mmap(NULL, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			       -1, 0);
+		struct kfdp_batch bh = {
+			.entries_ptr = (uintptr_t)m, .num_entries = 16, .entry_size = 0xffffffffu,
+		};
+
+		if (m == MAP_FAILED || write(up[1], "x", 1) != 1)
+			_exit(2);
+		ioctl(self->fd, KFDP_IOC_PREEMPT, &bh);
+		_exit(3);
+	}
+	close(up[1]);
+	ASSERT_EQ(1, read(up[0], &b, 1)) TH_LOG("the child could not map 64 GiB");
+	close(up[0]);
+	usleep(300 * 1000);
+	kill(child, SIGKILL);
+	while (waited_ms < 20000 && (r = waitpid(child, &status, WNOHANG)) == 0) {
+		usleep(10 * 1000);
+		waited_ms += 10;
+	}
+	EXPECT_EQ(child, r) TH_LOG("the killed child is still in the ioctl after 20 s");
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	if (r != child)
+		waitpid(child, &status, 0);
 }
 
 /*

@@ -205,7 +205,10 @@ struct kfdp_freeze {
  *
  * KFDP_IOC_WATCH / KFDP_IOC_UNWATCH: 32 bytes, entries struct kfdp_queue_ref.
  * WATCH pins the page(s) holding the queue's two indices until UNWATCH,
- * DETACH or close. Entry statuses: 0; KFDP_R_ALREADY (already watched, or
+ * DETACH or close. A watch is of one queue: WATCH of a queue id whose
+ * queue was destroyed drops the old watch (ENOENT), and of an id given to
+ * a new queue (a new ring or indices) watches the new queue in the old
+ * one's place (0). Entry statuses: 0; KFDP_R_ALREADY (already watched, or
  * not watched for UNWATCH); EINVAL bad handle or gpu_id; ESRCH target
  * exited; ENOENT no such queue; EOPNOTSUPP a queue without AQL indices
  * (SDMA, or a simulated queue without a ring); EFAULT the indices are not
