@@ -16,6 +16,10 @@
 #   make scenario        the latency-critical/best-effort scenarios with and
 #                        without kfd-preemptd in the VM on the bench kernel
 #                        (SCENARIO_KERNEL=test: the debug one; out/scenario/)
+#   make soak            kfd-preemptd against the tenant zoo (processes that
+#                        fork, exec, re-create queues, die) in the debug VM,
+#                        checked all along (DURATION=1800 SEED=<time> NODES=4;
+#                        out/soak/)
 #   make fuzz            a kfdp-fuzz campaign in the VM on the KCOV kernel
 #                        (SECONDS=1800 SEED=<time>; corpus kept in
 #                        $KFDP_CACHE/fuzz; results and coverage in out/fuzz/)
@@ -68,7 +72,7 @@ KMAKE = $(MAKE) -C $(KDIR) M=$(CURDIR) $(KFDP_TOOLCHAIN) \
 	KFDP_KCOV=$(KFDP_KCOV) \
 	$(if $(KFDP_ALLOW_UNREVIEWED_AMDKFD),KFDP_ALLOW_UNREVIEWED_AMDKFD=$(KFDP_ALLOW_UNREVIEWED_AMDKFD))
 
-.PHONY: all modules clean check demo bench profile scenario fuzz lint rustfmtcheck checkpatch docs dkms-source debs
+.PHONY: all modules clean check demo bench profile scenario soak fuzz lint rustfmtcheck checkpatch docs dkms-source debs
 
 all: modules
 
@@ -94,6 +98,9 @@ profile:
 
 scenario:
 	scripts/scenario.sh
+
+soak:
+	scripts/soak.sh
 
 fuzz:
 	scripts/fuzz.sh $(if $(SECONDS),--seconds $(SECONDS)) $(if $(SEED),--seed $(SEED))

@@ -166,6 +166,11 @@ suite scenario tests/vm/scenario_check.sh
 # socket in a VM without TCP) against its statistics of the same moment.
 suite metrics-live tests/metrics/metrics_test.sh --scrape out/scenario/metrics.txt --stats out/scenario/metrics-stats.json
 
+# The soak's smoke (make soak): kfd-preemptd against the tenant zoo
+# (processes that fork, exec, re-create their queues and die) for 90 s on
+# the debug kernel, its invariants checked all along.
+suite soak tests/vm/soak_check.sh
+
 # The fuzzer's smoke (tests/fuzz, make fuzz): a fixed seed for 150 s on
 # the KCOV kernel, stopping at the first oracle violation.
 suite fuzz-smoke tests/fuzz/smoke.sh

@@ -17,6 +17,8 @@
 //!   simulated node or real queues; `chart` redraws its SVG from its JSON;
 //!   `sim-tenant` is a process holding queues on a simulated node (the
 //!   bench's tenants, and the VM tests' and the demo's).
+//! * `soak`: kfd-preemptd against the tenant zoo (processes that fork,
+//!   exec, re-create queues and die), its invariants checked all along.
 //!
 //! A developer tool, not packaged: the operator's commands are
 //! `kfd-preempt`'s.
@@ -42,8 +44,10 @@ mod probe;
 mod report;
 mod results;
 mod rng;
+mod soak;
 mod stats;
 mod tenant;
+mod zoo;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -196,6 +200,13 @@ enum Command {
     /// them until stdin closes or a signal arrives (for the bench, demos and
     /// tests).
     SimTenant(tenant::TenantArgs),
+    /// kfd-preemptd (already running) against a random, changing mix of
+    /// tenants that fork, exec, re-create their queues and die, on many
+    /// simulated nodes, checked all along (exit 1 on a violation).
+    Soak(soak::SoakArgs),
+    /// A tenant of the soak's zoo (internal).
+    #[command(hide = true)]
+    ZooTenant(zoo::ZooArgs),
     /// The tenant process `detect` starts (internal).
     #[command(hide = true)]
     DetectTenant {
@@ -395,6 +406,11 @@ fn run(cli: Cli) -> Result<bool> {
         }
         Command::SimTenant(args) => {
             tenant::run(&args)?;
+            Ok(true)
+        }
+        Command::Soak(args) => soak::run(&args),
+        Command::ZooTenant(args) => {
+            zoo::run(&args)?;
             Ok(true)
         }
         Command::DetectTenant { node, work_ns } => {
