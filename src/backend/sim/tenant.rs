@@ -161,9 +161,8 @@ impl Tenant {
     fn used_by_opener(&self) -> bool {
         let task = kernel::current!();
         let st = self.sim.state.lock();
-        st.find(self.id).is_none_or(|pi| {
-            core::ptr::eq::<Task>(&*st.processes[pi].leader, task.group_leader())
-        })
+        st.find(self.id)
+            .is_none_or(|pi| core::ptr::eq::<Task>(&*st.processes[pi].leader, task.group_leader()))
     }
 
     fn create(&self, c: &mut uapi::kfdp_sim_queue_create) -> Result {
