@@ -97,6 +97,86 @@ fn attach_by_pid_finds_another_process_and_lists_its_queues() {
     assert_eq!(target.query(), Err(Error::TargetExited));
 }
 
+/// `program args` started with this process's tenant file `inherited` as
+/// its descriptor 3, below any it opens: a forked child's copy of its
+/// parent's `/dev/kfd`, which names the parent's KFD process.
+fn with_inherited(inherited: &SimTenant, program: &str, args: &[&str]) -> Child {
+    use std::os::{fd::AsRawFd, unix::process::CommandExt};
+    let fd = inherited.as_fd().as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped());
+    // SAFETY: only dup2(2) runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if keep_as_3(fd) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("start the child")
+}
+
+/// Makes `fd` descriptor 3, kept across exec (dup2(2) leaves the copy
+/// without FD_CLOEXEC; a descriptor that is 3 already gets it cleared).
+fn keep_as_3(fd: i32) -> i32 {
+    extern "C" {
+        fn dup2(oldfd: i32, newfd: i32) -> i32;
+        fn fcntl(fd: i32, cmd: i32, ...) -> i32;
+    }
+    const F_SETFD: i32 = 2;
+    // SAFETY: both take integers; an invalid one is an error return.
+    unsafe {
+        if fd == 3 {
+            fcntl(3, F_SETFD, 0)
+        } else {
+            dup2(fd, 3)
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs kfd_preempt loaded with sim_nodes=2 sim_mes_nodes=2 (the test VM)"]
+fn attach_by_pid_takes_the_descriptor_the_process_opened() {
+    let (parent, _ids) = tenant(HWS_NODE, 1);
+    let me = std::process::id() as i32;
+    let dev = Device::open().unwrap();
+    // Only the inherited descriptor: attaching the pid attaches its
+    // parent, and says so.
+    let mut holder = with_inherited(&parent, "sleep", &["30"]);
+    let t = dev.attach(holder.id() as i32).unwrap();
+    assert_eq!(t.tgid(), me);
+    drop(t);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // The inherited descriptor (3) and one of its own, higher: attaching
+    // the pid attaches the process itself.
+    let mut child = with_inherited(
+        &parent,
+        "kfdp-scenario",
+        &["sim-tenant", "--stdin", "--queues", "2"],
+    );
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("ready "), "{line}");
+    let t = dev.attach(child.id() as i32).unwrap();
+    assert_eq!(t.tgid(), child.id() as i32);
+    assert_eq!(t.query().unwrap().len(), 2);
+    drop(t);
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    // The scratch file the probe opened is closed: the parent is attached
+    // by nobody else, so its queue is untouched and ours to preempt.
+    let p = dev.attach_fd(parent.as_fd(), TargetKind::SimFd).unwrap();
+    let refs: Vec<QueueRef> = p.query().unwrap().iter().map(|q| q.queue_ref()).collect();
+    assert_eq!(
+        dev.preempt(&refs, &BatchOptions::default()).unwrap().num_ok,
+        1
+    );
+}
+
 #[test]
 #[ignore = "needs kfd_preempt loaded with sim_nodes=2 sim_mes_nodes=2 (the test VM)"]
 fn preempt_and_resume_stop_and_restart_progress() {
