@@ -640,12 +640,9 @@ mod tests {
         assert_eq!(d[2]["counters"]["preemptions"], 0);
     }
 
-    #[test]
-    fn write_is_atomic_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("kfd-preemptd-stats-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("stats.json");
-        let s = Stats::snapshot(
+    /// The statistics of a daemon with no tenant.
+    fn no_tenants() -> Stats {
+        Stats::snapshot(
             &PolicyConfig::default(),
             &[],
             &[],
@@ -653,7 +650,15 @@ mod tests {
             Duration::ZERO,
             0,
             vec![],
-        );
+        )
+    }
+
+    #[test]
+    fn write_is_atomic_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("kfd-preemptd-stats-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("stats.json");
+        let s = no_tenants();
         write_atomic(&path, &s).unwrap();
         write_atomic(&path, &s).unwrap();
         let v: serde_json::Value =
@@ -680,15 +685,7 @@ mod tests {
         fs::write(&victim, "precious\n").unwrap();
         let path = dir.join("stats.json");
         symlink(&victim, dir.join("stats.json.tmp")).unwrap();
-        let s = Stats::snapshot(
-            &PolicyConfig::default(),
-            &[],
-            &[],
-            Duration::ZERO,
-            Duration::ZERO,
-            0,
-            vec![],
-        );
+        let s = no_tenants();
         write_atomic(&path, &s).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
         assert!(fs::symlink_metadata(&path).unwrap().file_type().is_file());
