@@ -22,6 +22,7 @@ kfdp_log "soak: $duration s, $nodes nodes, seed $seed"
 rc=0
 tests/vm/run "sim_nodes=$nodes" --no-kselftest --no-kunit --quiet --timeout "$((duration + 900))" \
 	--copy out/userspace/bin/kfd-preemptd --copy out/userspace/bin/kfdp-scenario \
+	--copy out/userspace/bin/kfd-preempt \
 	--out "$out/vm" -- "$KFDP_ROOT/tests/vm/soak.sh" "DURATION=$duration" "SEED=$seed" \
 	"NODES=$nodes" || rc=$?
 log=$out/vm/results.log

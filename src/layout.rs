@@ -188,6 +188,8 @@ fn errno_name(e: Error) -> &'static str {
         (EINVAL, "EINVAL"),
         (ENOMEM, "ENOMEM"),
         (EFBIG, "EFBIG"),
+        (ESRCH, "ESRCH"),
+        (EIO, "EIO"),
     ]
     .into_iter()
     .find(|(known, _)| *known == e)
@@ -205,6 +207,18 @@ pub(crate) enum Verdict {
     Refused,
 }
 
+/// A BTF file that is there but cannot be read as sysfs's (not sysfs, too
+/// large, an I/O error): nothing says the layout is the one built for.
+fn unreadable(name: &CStr, e: Error) -> Verdict {
+    pr_warn!(
+        "refusing amdgpu: /sys/kernel/btf/{} could not be read ({} {})\n",
+        name.to_str().unwrap_or("?"),
+        errno_name(e),
+        e.to_errno()
+    );
+    Verdict::Refused
+}
+
 /// Checks the amdgpu loaded now, and says what it found. An error is one
 /// that may pass (memory): it is not a verdict, and the caller fails with
 /// it rather than remember it.
@@ -212,6 +226,7 @@ fn check() -> Result<Verdict> {
     let vmlinux = match BtfFile::read(c"vmlinux") {
         Ok(f) => f,
         Err(e) if e == ENOMEM => return Err(e),
+        Err(e) if e != ENOENT => return Ok(unreadable(c"vmlinux", e)),
         Err(e) => {
             pr_info!(
                 "amdgpu's layout not checked: no kernel BTF (/sys/kernel/btf/vmlinux: {} {}; CONFIG_DEBUG_INFO_BTF=n?); the build-time checks stand\n",
@@ -224,6 +239,7 @@ fn check() -> Result<Verdict> {
     let amdgpu = match BtfFile::read(c"amdgpu") {
         Ok(f) => f,
         Err(e) if e == ENOMEM => return Err(e),
+        Err(e) if e != ENOENT => return Ok(unreadable(c"amdgpu", e)),
         Err(e) => {
             pr_info!(
                 "amdgpu's layout not checked yet: no /sys/kernel/btf/amdgpu ({} {}: amdgpu not loaded, or built without BTF); checked again at attach\n",

@@ -205,9 +205,9 @@ pub(crate) fn attachment<T>(attachments: &[Attachment<T>], handle: u32) -> Optio
 /// A mark's key in its owner's tree: handle, gpu_id, queue_id.
 pub(crate) type MarkKey = (u32, u32, u32);
 
-/// Marks [`Owner::resume_marks_in_chunks`] resumes in one batch: 512
-/// bytes of stack.
-const RESUME_CHUNK: usize = 32;
+/// Marks [`Owner::resume_marks_in_chunks`] resumes in one batch: what
+/// the backends hold on the stack (256 bytes of entries here).
+const RESUME_CHUNK: usize = crate::backend::INLINE_ITEMS;
 
 fn mark_key(m: &Mark) -> MarkKey {
     (m.handle, m.gpu_id, m.queue_id)

@@ -181,14 +181,18 @@ int kfdp_target_from_fd(int fd, struct kfdp_target **out)
 
 /*
  * Is the verified kfd file @f bound to the KFD process of thread group
- * leader @leader? Only its lead_thread is read, after the layout check.
+ * leader @leader? Its lead_thread is read only after the layout check; a
+ * file that fails it is taken, for kfdp_target_pin() to refuse and say so.
  */
 static bool kfdp_file_is_of(struct file *f, struct task_struct *leader)
 {
 	struct kfd_process *p = READ_ONCE(f->private_data);
 
-	return p && !kfdp_check_layout(p, f->f_op->owner) &&
-	       READ_ONCE(p->lead_thread) == leader;
+	if (!p)
+		return false;
+	if (kfdp_check_layout(p, f->f_op->owner))
+		return true;
+	return READ_ONCE(p->lead_thread) == leader;
 }
 
 int kfdp_target_from_pid(int nr, struct kfdp_target **out)

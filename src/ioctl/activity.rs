@@ -220,7 +220,15 @@ fn watch_entry<B: Backend>(
     }
     let watch = match watch_one(owner, state, e, &qi).and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?)) {
         Ok(w) => w,
-        Err(err) => return Ok(err.to_errno()),
+        Err(err) => {
+            // The old watch reads memory the queue no longer uses: it goes
+            // even if the new queue cannot be watched (room reserved above).
+            if let Some(i) = stale {
+                let gone = state.watches.remove(i).map_err(|_| EINVAL)?;
+                dropped.push(gone, GFP_KERNEL)?;
+            }
+            return Ok(err.to_errno());
+        }
     };
     match stale {
         Some(i) => {

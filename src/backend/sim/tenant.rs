@@ -86,7 +86,10 @@ impl MiscDevice for Tenant {
     }
 
     fn ioctl(tenant: ArcBorrow<'_, Self>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        if !tenant.used_by_opener() {
+        // QUEUE_STATUS only reads the simulator's progress counters,
+        // which amdkfd does not have: tools read it through a copy of
+        // the tenant's file (`kfd-preempt list`, the kselftests).
+        if cmd != uapi::KFDP_SIM_IOC_QUEUE_STATUS && !tenant.used_by_opener() {
             return Err(EBADF);
         }
         let user = UserSlice::new(UserPtr::from_addr(arg), _IOC_SIZE(cmd));

@@ -298,7 +298,12 @@ impl Device {
         if copies.len() > 1 {
             use std::os::fd::AsRawFd;
             // The same device opened anew: another owner, closed below.
-            let scratch = Device::open_path(format!("/proc/self/fd/{}", self.file.as_raw_fd()))?;
+            // Without one (no descriptor left, say), the lowest is taken,
+            // as with one descriptor: the tgid says whom it attached.
+            let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+            let Ok(scratch) = Device::open_path(path) else {
+                return self.attach_fd(lowest.as_fd(), *lowest_kind);
+            };
             for (fd, kind) in copies {
                 if scratch
                     .attach_fd(fd.as_fd(), *kind)

@@ -450,15 +450,15 @@ pub fn write_atomic(path: &Path, stats: &Stats) -> io::Result<()> {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let tmp = Path::new(&tmp);
-    let written = fs::OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
-        .open(tmp)
-        .and_then(|mut f| {
-            f.write_all(&body)?;
-            f.write_all(b"\n")
-        })
+        .open(tmp)?;
+    // From here the temporary is this call's: removed if it is not renamed.
+    let written = f
+        .write_all(&body)
+        .and_then(|()| f.write_all(b"\n"))
         .and_then(|()| fs::rename(tmp, path));
     if written.is_err() {
         let _ = fs::remove_file(tmp);

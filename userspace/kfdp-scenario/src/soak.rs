@@ -82,8 +82,10 @@ pub struct SoakReport {
     pub queue_recreations: u64,
     pub exits_mid_request: u64,
     pub checks: u64,
-    /// Statistics files too old to judge the daemon's tenants by.
+    /// Statistics files too old to judge the daemon's tenants by, and
+    /// those the daemon's tenants were judged by.
     pub stale_stats: u64,
+    pub tenants_judged: u64,
     /// The longest one look at every tenant took, ms.
     pub check_ms_max: u64,
     pub preemptions: u64,
@@ -243,7 +245,7 @@ impl<'a> Soak<'a> {
                 ms_now(),
                 kind_name(kind)
             ));
-            self.lives.entry(pid).or_default().lc = kind == Kind::Server;
+            self.life_of_new(pid).lc = kind == Kind::Server;
             self.zoo.insert(
                 pid,
                 Zoo {
@@ -260,6 +262,17 @@ impl<'a> Soak<'a> {
     fn has(&self, kind: Kind, node: u32) -> bool {
         self.ordered.contains(&(kind, node))
             || self.zoo.values().any(|z| z.kind == kind && z.node == node)
+    }
+
+    /// The life of a process just started as `pid`: a fresh one if the pid
+    /// was an exited process's. (Its own first events may have been read
+    /// before its start was: its parent logs the fork after the child ran.)
+    fn life_of_new(&mut self, pid: i32) -> &mut Life {
+        let life = self.lives.entry(pid).or_default();
+        if life.exited.is_some() {
+            *life = Life::default();
+        }
+        life
     }
 
     fn recent_push(&mut self, line: String) {
@@ -298,18 +311,18 @@ impl<'a> Soak<'a> {
         let (Ok(t), Ok(pid)) = (t.parse::<u64>(), pid.parse::<i32>()) else {
             return;
         };
-        let arg = w.next().and_then(|a| a.parse::<i32>().ok());
+        let rest: Vec<&str> = w.collect();
+        let arg = rest.first().and_then(|a| a.parse::<i32>().ok());
         match ev {
             "open" | "worker-open" => {
                 self.lives.entry(pid).or_default().opened = Some(t);
             }
             "fork" => {
                 self.report.forks += 1;
-                let what = w.next();
                 if let Some(child) = arg {
-                    self.lives.entry(child).or_default().worker = true;
+                    self.life_of_new(child).worker = true;
                 }
-                match what {
+                match rest.get(1).copied() {
                     Some("own") => self.report.forks_own_queue += 1,
                     Some("execs") => self.report.forks_exec += 1,
                     _ => {}
@@ -321,7 +334,7 @@ impl<'a> Soak<'a> {
                 }
             }
             "recreate" => self.report.queue_recreations += 1,
-            "exit" if w.next() == Some("mid-request") => self.report.exits_mid_request += 1,
+            "exit" if rest.first() == Some(&"mid-request") => self.report.exits_mid_request += 1,
             _ => {}
         }
     }
@@ -493,6 +506,7 @@ impl<'a> Soak<'a> {
             self.report.stale_stats += 1;
             return;
         }
+        self.report.tenants_judged += 1;
         let mut listed: HashMap<i32, String> = HashMap::new();
         for t in v["tenants"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             if let (Some(pid), Some(p)) = (t["pid"].as_i64(), t["priority"].as_str()) {
@@ -675,6 +689,13 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
     }
     s.check_tenants();
     (s.report.daemon_fds_after, s.report.daemon_rss_kib_after) = footprint(args.daemon_pid);
+    if s.report.tenants_judged == 0 {
+        let d = format!(
+            "never judged: all {} statistics files were too old",
+            s.report.stale_stats
+        );
+        s.violation("tenants", d);
+    }
     let r = &s.report;
     if r.daemon_fds_after > r.daemon_fds_before + 2 {
         let d = format!(

@@ -123,8 +123,10 @@ impl<B: Backend> Daemon<'_, B> {
                 | kfd_preempt::Error::NotAKfdProcess { .. },
             ) => {
                 // Raced with its exit or with it closing the KFD device:
-                // read it afresh if the next scan still lists it.
+                // read it afresh if the next scan still lists it (a pid
+                // forgotten by discovery is never reported gone).
                 self.discovery.forget(pid);
+                self.inherited.remove(&pid);
             }
             Err(e) => {
                 self.refused.insert(pid);

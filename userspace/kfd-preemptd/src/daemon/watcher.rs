@@ -238,6 +238,18 @@ impl<B: Backend> Watcher<B> {
             let handle = match self.handles.get(&pid) {
                 Some(h) => *h,
                 None => match self.file.attach(pid) {
+                    // Only a descriptor the tenant inherited is left: it
+                    // names another process, which is not this tenant to
+                    // watch. Tried again at the next scan.
+                    Ok(a) if a.tgid != pid => {
+                        if !self.handles.values().any(|h| *h == a.handle) {
+                            let _ = self.file.detach(a.handle);
+                        }
+                        changes
+                            .attach_failed
+                            .push((pid, kfd_preempt::Error::NotAKfdProcess { pid }));
+                        continue;
+                    }
                     Ok(a) => {
                         self.handles.insert(pid, a.handle);
                         a.handle
