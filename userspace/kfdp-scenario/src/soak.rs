@@ -334,7 +334,14 @@ impl<'a> Soak<'a> {
                 }
             }
             "recreate" => self.report.queue_recreations += 1,
-            "exit" if rest.first() == Some(&"mid-request") => self.report.exits_mid_request += 1,
+            // Its own word that it is going: gone from then on, though a
+            // zombie keeps its /proc entry until the soak reaps it.
+            "exit" => {
+                if rest.first() == Some(&"mid-request") {
+                    self.report.exits_mid_request += 1;
+                }
+                self.lives.entry(pid).or_default().exited.get_or_insert(t);
+            }
             _ => {}
         }
     }
