@@ -91,6 +91,11 @@ pub(super) fn key_of(q: &QueueRef, ring: u64) -> QueueKey {
     (q.gpu_id, q.queue_id, ring)
 }
 
+/// The key of watched queue `q`, by the ring it was watched at.
+fn watched_key(rings: &HashMap<QueueRef, u64>, q: &QueueRef) -> QueueKey {
+    key_of(q, rings.get(q).copied().unwrap_or(0))
+}
+
 /// Whether an attach failed for a reason that will not pass (permission,
 /// a target kind the module does not support), rather than a race with
 /// the target's exit or a transient failure (`EINTR`, `EAGAIN`,
@@ -268,14 +273,13 @@ impl<B: Backend> Watcher<B> {
             };
             let watched = self.watched.entry(pid).or_default();
             let rings = &mut self.rings;
-            let key = |q: &QueueRef| key_of(q, rings.get(q).copied().unwrap_or(0));
             // Destroyed queues, and ids now naming another queue (watched
             // again below): UNWATCH first, so that the WATCH is of the new
             // queue, whatever the module does with a watched id.
             let removed: Vec<QueueRef> = watched
                 .iter()
                 .copied()
-                .filter(|q| !queues.contains(&key(q)))
+                .filter(|q| !queues.contains(&watched_key(rings, q)))
                 .collect();
             if !removed.is_empty() {
                 let _ = self.file.unwatch(&removed);
@@ -289,9 +293,7 @@ impl<B: Backend> Watcher<B> {
             let added: Vec<(QueueRef, u64)> = queues
                 .iter()
                 .filter(|k| {
-                    !watched
-                        .iter()
-                        .any(|q| key_of(q, rings.get(q).copied().unwrap_or(0)) == **k)
+                    !watched.iter().any(|q| watched_key(rings, q) == **k)
                         && !self.unwatchable.contains_key(&(pid, **k))
                 })
                 .map(|&(gpu_id, queue_id, ring)| {
