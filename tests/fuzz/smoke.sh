@@ -31,7 +31,16 @@ echo "TAP version 13"
 echo "1..5"
 execs=$(val executions)
 [ "${execs:-0}" -ge 100 ] && r=ok || r=fail
-case_ $r "fuzz-smoke-ran: ${execs:-0} programs executed (at least 100)" "$(tail -n 30 "$out.log")"
+# Why a campaign ended without its summary: the fuzzer's exit status and
+# what it said (LibAFL exits 55 on a program's timeout, 134 on a panic),
+# and the program in flight, which the VM printed as a section.
+why() {
+	grep -E '^=== kfdp-fuzz rc |^kfdp-fuzz: libafl|^thread .* panicked|extra end rc=' \
+		"$out/vm/results.log" "$out/vm/console.log" 2>/dev/null
+	[ -s "$out/current.json" ] && { echo "program in flight:"; head -c 4000 "$out/current.json"; echo; }
+	tail -n 30 "$out.log"
+}
+case_ $r "fuzz-smoke-ran: ${execs:-0} programs executed (at least 100)" "$([ "$r" = ok ] || why)"
 pcs=$(val module_pcs)
 [ "${pcs:-0}" -ge 200 ] && r=ok || r=fail
 case_ $r "fuzz-smoke-kcov: ${pcs:-0} module PCs reached through KCOV (at least 200)"

@@ -27,6 +27,26 @@ mod repro;
 
 use std::{path::PathBuf, process::ExitCode};
 
+/// LibAFL says why it ends a campaign early (a program that outlived its
+/// timeout, a signal in the harness) only through `log`, and then exits
+/// without a summary: its warnings and errors go to stderr, so that the
+/// VM's console keeps the reason.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("kfdp-fuzz: libafl {}: {}", r.level(), r.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 /// The command line of `fuzz`.
 pub struct Options {
     pub out: PathBuf,
@@ -68,6 +88,9 @@ fn parse_fuzz(args: &[String]) -> Option<Options> {
 }
 
 fn main() -> ExitCode {
+    if log::set_logger(&StderrLog).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("fuzz") => match parse_fuzz(&args[1..]) {
