@@ -132,6 +132,11 @@ struct Tenant {
     /// Which queue each of `queues` is: its ring's address. amdkfd gives a
     /// new queue the lowest free id, so an id comes back with another ring.
     rings: HashMap<QueueRef, u64>,
+    /// Those of `queues` that QUERY found not held by this daemon. A queue
+    /// destroyed and made again can get its old id and ring address both:
+    /// only the module's word that the daemon does not hold it tells a
+    /// held decision that the queue on the node now is another.
+    not_held: HashSet<QueueRef>,
 }
 
 /// The daemon's state.
@@ -296,10 +301,10 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 self.next_stats = now + STATS_INTERVAL;
             }
             let now = monotonic();
-            let mut deadline = self.next_stats.min(self.next_deadline(now));
-            if self.lister.is_none() {
-                deadline = deadline.min(self.next_scan);
-            }
+            let deadline = self
+                .next_stats
+                .min(self.next_deadline(now))
+                .min(self.next_scan);
             let timeout = Timespec::try_from(deadline.saturating_sub(now)).unwrap_or(Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -345,9 +350,17 @@ impl<'c, B: Backend> Daemon<'c, B> {
             if listed {
                 if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
                     self.apply_listing(listing);
+                    self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
                 }
-            } else if self.lister.is_none() && monotonic() >= self.next_scan {
-                self.scan();
+            } else if monotonic() >= self.next_scan {
+                // Without a listing in time (the scan thread's /proc walk
+                // waits for a CPU on a busy host), the known tenants' queues
+                // are queried all the same.
+                if self.lister.is_none() {
+                    self.scan();
+                } else {
+                    self.refresh_tenants();
+                }
                 self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
             }
         }

@@ -1,9 +1,9 @@
 //! Tenants and their queues: discovery's results attached, their queues
 //! re-queried at each scan, and every decision brought in line with them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use kfd_preempt::QueueRef;
+use kfd_preempt::{QueueRef, QueueState};
 use serde_json::json;
 
 use super::{
@@ -16,6 +16,18 @@ use super::{
     ArenaKey, Attached, Backend, Daemon, Tenant,
 };
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
+
+/// A tenant's compute queue on a node, as the decisions there see it.
+struct NodeQueue {
+    pid: i32,
+    /// Its tenant's level.
+    rank: usize,
+    queue: QueueRef,
+    /// Its ring's address.
+    ring: u64,
+    /// QUERY found it not held by this daemon.
+    not_held: bool,
+}
 
 impl<B: Backend> Daemon<'_, B> {
     /// Finds new and gone tenants, re-queries the queues of every tenant.
@@ -42,6 +54,14 @@ impl<B: Backend> Daemon<'_, B> {
             self.add_tenant(c);
         }
         self.recheck_inherited();
+        self.refresh_tenants();
+    }
+
+    /// Re-queries every tenant's queues and brings the decisions in line:
+    /// after a listing, and on the loop's own clock between listings, so
+    /// that a queue made again is found within a scan interval even while
+    /// the scan thread waits for a CPU.
+    pub(super) fn refresh_tenants(&mut self) {
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
         let mut exited = Vec::new();
         for pid in pids {
@@ -114,6 +134,7 @@ impl<B: Backend> Daemon<'_, B> {
                         rank,
                         queues: Vec::new(),
                         rings: HashMap::new(),
+                        not_held: HashSet::new(),
                     },
                 );
             }
@@ -232,6 +253,11 @@ impl<B: Backend> Daemon<'_, B> {
                         .iter()
                         .map(|q| (q.queue_ref(), q.ring_base_address))
                         .collect();
+                    t.not_held = compute
+                        .iter()
+                        .filter(|q| q.state.0 & QueueState::OWNED == 0)
+                        .map(|q| q.queue_ref())
+                        .collect();
                 }
                 true
             }
@@ -251,14 +277,17 @@ impl<B: Backend> Daemon<'_, B> {
     pub(super) fn sync_decisions(&mut self) {
         // Each level's queues per node, and every level's queues per node.
         let mut watched: BTreeMap<ArenaKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
-        let mut on_node: BTreeMap<u32, Vec<(i32, usize, QueueRef, u64)>> = BTreeMap::new();
+        let mut on_node: BTreeMap<u32, Vec<NodeQueue>> = BTreeMap::new();
         for (pid, t) in &self.tenants {
             for q in &t.queues {
                 let ring = t.rings.get(q).copied().unwrap_or(0);
-                on_node
-                    .entry(q.gpu_id)
-                    .or_default()
-                    .push((*pid, t.rank, *q, ring));
+                on_node.entry(q.gpu_id).or_default().push(NodeQueue {
+                    pid: *pid,
+                    rank: t.rank,
+                    queue: *q,
+                    ring,
+                    not_held: t.not_held.contains(q),
+                });
                 if t.rank > 0 {
                     watched
                         .entry((q.gpu_id, t.rank))
@@ -330,17 +359,20 @@ impl<B: Backend> Daemon<'_, B> {
             // A lower tenant with a queue the decision did not name before
             // (a queue replaced by another, the count unchanged, or its id
             // given to a new queue at another ring) is news to the policy
-            // too: while held, the new queue must be taken.
+            // too: while held, the new queue must be taken. So is a queue
+            // the decision holds that the module says it does not: its
+            // id and ring came back on a new queue.
+            let held = arena.policy.is_held();
             let mut renamed: BTreeSet<i32> = BTreeSet::new();
             let mut lower = Vec::new();
             let mut lower_rings = HashMap::new();
-            for (pid, r, q, ring) in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
-                if *r < rank {
-                    lower.push(*q);
-                    lower_rings.insert(*q, *ring);
-                    members.entry(*pid).or_insert((Class::BestEffort, 0)).1 += 1;
-                    if arena.lower_rings.get(q) != Some(ring) {
-                        renamed.insert(*pid);
+            for nq in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
+                if nq.rank < rank {
+                    lower.push(nq.queue);
+                    lower_rings.insert(nq.queue, nq.ring);
+                    members.entry(nq.pid).or_insert((Class::BestEffort, 0)).1 += 1;
+                    if arena.lower_rings.get(&nq.queue) != Some(&nq.ring) || (held && nq.not_held) {
+                        renamed.insert(nq.pid);
                     }
                 }
             }

@@ -189,6 +189,9 @@ struct State {
     writes: u64,
     /// Tenants that exited (SAMPLE says gone, QUERY fails).
     exited: HashSet<i32>,
+    /// Queues preempted and not resumed: QUERY says OWNED through the file
+    /// that preempted them, as the module's marks do.
+    held: HashSet<QueueRef>,
     /// Added to the monotonic clock in SAMPLE timestamps.
     skew: Duration,
     /// The most queues WATCH takes per file (the module's max_watches).
@@ -309,6 +312,7 @@ impl Backend for Fake {
     }
     fn detach(&self, h: Handle) -> Result<(), kfd_preempt::Error> {
         self.push(Call::Detach(h));
+        self.s.borrow_mut().held.retain(|q| q.handle != h);
         if let Some(w) = self.s.borrow_mut().watched.get_mut(&self.file) {
             w.retain(|q| q.handle != h);
         }
@@ -324,9 +328,21 @@ impl Backend for Fake {
             .get(&pid)
             .map(|qs| {
                 qs.iter()
-                    .map(|(gpu, id, ty)| QueueInfo {
-                        ring_base_address: s.rings.get(&(pid, *gpu, *id)).copied().unwrap_or(0),
-                        ..qinfo(h, *gpu, *id, *ty)
+                    .map(|(gpu, id, ty)| {
+                        let held = s.held.contains(&QueueRef {
+                            handle: h,
+                            gpu_id: *gpu,
+                            queue_id: *id,
+                        });
+                        QueueInfo {
+                            ring_base_address: s.rings.get(&(pid, *gpu, *id)).copied().unwrap_or(0),
+                            state: QueueState(if held {
+                                QueueState::SUSPENDED | QueueState::OWNED
+                            } else {
+                                QueueState::ACTIVE
+                            }),
+                            ..qinfo(h, *gpu, *id, *ty)
+                        }
                     })
                     .collect()
             })
@@ -338,10 +354,12 @@ impl Backend for Fake {
         lease: Duration,
     ) -> Result<BatchReport, kfd_preempt::Error> {
         self.push(Call::Preempt(queues.to_vec(), lease));
+        self.s.borrow_mut().held.extend(queues.iter().copied());
         Ok(all_done(queues))
     }
     fn resume(&self, queues: &[QueueRef]) -> Result<BatchReport, kfd_preempt::Error> {
         self.push(Call::Resume(queues.to_vec()));
+        self.s.borrow_mut().held.retain(|q| !queues.contains(q));
         Ok(all_done(queues))
     }
     fn watch(&self, queues: &[QueueRef]) -> Result<BatchReport, kfd_preempt::Error> {
@@ -1352,6 +1370,26 @@ fn an_lc_queue_recreated_at_another_ring_is_watched_anew() {
     // Nothing changed: nothing watched again.
     d.scan();
     assert!(watches(fake.calls()).is_empty());
+}
+
+#[test]
+fn a_be_queue_recreated_at_the_same_ring_while_held_is_preempted() {
+    let (p, fake, cfg) = world("be-same-ring");
+    fake.s.borrow_mut().rings.insert((BE, A, 1), 0x1000);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    fake.calls();
+    // A scan while held that finds the queues as they were takes nothing.
+    d.scan();
+    assert_eq!(fake.main_calls(), vec![]);
+    // Queue 1 destroyed and made again with its id and, the allocator
+    // handing the same pages back, its ring address: only the module
+    // knows it is not held.
+    fake.s.borrow_mut().held.remove(&mq(BE, A, 1));
+    d.scan();
+    assert_eq!(fake.main_calls(), vec![Call::Preempt(be_refs(), LEASE)]);
 }
 
 #[test]
