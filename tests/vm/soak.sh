@@ -9,14 +9,18 @@
 # the soak's counts are printed between markers for scripts/soak.sh.
 #
 # Arguments NAME=VALUE (or the environment): DURATION (s, 90), SEED (1),
-# NODES (4).
+# NODES (4), REUSE (1: a queue made again may get its old ring address
+# back), HOLD_XFAIL (1: hold violations are reported as a known defect,
+# for make check's smoke).
 for a; do
 	case $a in
-	DURATION=* | SEED=* | NODES=*) export "${a?}" ;;
+	DURATION=* | SEED=* | NODES=* | REUSE=* | HOLD_XFAIL=*) export "${a?}" ;;
 	*) echo "unknown argument $a" >&2; exit 2 ;;
 	esac
 done
 D=${DURATION:-90} SEED=${SEED:-1} NODES=${NODES:-4}
+reuse=
+[ "${REUSE:-0}" = 1 ] && reuse=--reuse-ring-addresses
 W=/tmp/soak
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 rm -rf $W && mkdir -p $W && cd $W || exit 1
@@ -31,7 +35,7 @@ if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
 	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), kfd-preemptd, kfd-preempt and kfdp-scenario"
 	exit 4
 fi
-echo "1..4"
+echo "1..7"
 # The bound the soak judges holding by: ten scan intervals. A queue
 # created while its node is held is found at the next scan, then
 # attached, queried and preempted; in this debug TCG VM, with the zoo's
@@ -45,6 +49,7 @@ sample_period_us = 1000
 idle_hysteresis_us = 2000
 lease_ms = 500
 min_share_budget_ms = 0
+fifo_priority = 10
 stats_path = "$W/stats.json"
 
 [[class]]
@@ -63,8 +68,28 @@ d=$!
 i=0
 while [ ! -e stats.json ] && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.1; done
 kfdp-scenario soak --nodes "$NODES" --seconds "$D" --seed "$SEED" --daemon-pid $d \
-	--daemon-stats $W/stats.json --bound-ms $BOUND_MS --dir $W --out $W/soak.json
-check $? "soak: $D s on $NODES nodes (seed $SEED), no violation"
+	--daemon-stats $W/stats.json --bound-ms $BOUND_MS --dir $W --out $W/soak.json $reuse
+src=$?
+# One case per check of the soak, each failing on its own violations.
+violations() { grep -o "\"$1\": *[0-9]*" soak.json 2>/dev/null | grep -o '[0-9]*$' || echo 0; }
+if [ ! -s soak.json ]; then
+	for what in orphan tenants daemon hold; do
+		nok "soak $what: $D s on $NODES nodes (seed $SEED) ran and reported (exit $src)"
+	done
+else
+	for what in orphan tenants daemon; do
+		check "$(violations $what)" "soak $what: $D s on $NODES nodes (seed $SEED), no violation"
+	done
+	v=$(violations hold)
+	if [ "$v" != 0 ] && [ "${HOLD_XFAIL:-0}" = 1 ]; then
+		# A known defect of issue 39 (Documentation/testing.rst, "The
+		# soak"): make check reports it; make soak fails on it.
+		n=$((n + 1))
+		echo "ok $n soak hold: $v violations # XFAIL best-effort queues found back on their node while held (issue 39)"
+	else
+		check "$v" "soak hold: $D s on $NODES nodes (seed $SEED), no violation"
+	fi
+fi
 # The daemon stops while it holds a tenant that lives on: a
 # latency-critical one keeping node 0 busy and a best-effort one beside it.
 # Once the daemon is gone nothing may stay suspended.
@@ -101,7 +126,18 @@ fi
 grep -E 'event=(detach|inherited|start|stop)|level=(warn|error)' daemon.log | sed 's/^/# daemon: /'
 echo "# daemon: $(grep -c 'event=preempt' daemon.log) preempt lines"
 echo "# stats: $(tr -d '\n' <stats.json | head -c 600)"
+# The module's own counts: leases that ran out, queues resumed by others.
+grep -E '^(leases_expired|external_resumes|queues_preempted|queues_resumed) ' \
+	/sys/kernel/debug/kfd_preempt/stats 2>/dev/null | sed 's/^/# module: /'
 
+# The daemon's and the kernel's logs leave the VM whole, for scripts/soak.sh
+# to keep in out/soak/: a violation's "unix" time finds it in the daemon's.
+echo "=== kfdp-scenario soak daemon-log begin ==="
+cat daemon.log
+echo "=== kfdp-scenario soak daemon-log end ==="
+echo "=== kfdp-scenario soak kernel-log begin ==="
+cat kernel.log
+echo "=== kfdp-scenario soak kernel-log end ==="
 echo "=== kfdp-scenario soak json begin ==="
 cat soak.json 2>/dev/null
 echo "=== kfdp-scenario soak json end ==="

@@ -20,7 +20,7 @@
 //! same mix (the timing differs). The kernel log is the caller's to check.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     fs,
     io::{BufRead, BufReader, Seek, SeekFrom},
     path::{Path, PathBuf},
@@ -58,6 +58,9 @@ pub struct SoakArgs {
     /// must be off its node, ms.
     #[arg(long, default_value_t = 500)]
     pub bound_ms: u64,
+    /// Queues made again may get their old ring's address back.
+    #[arg(long)]
+    pub reuse_ring_addresses: bool,
     /// Working directory (the event log).
     #[arg(long, default_value = "/tmp/soak")]
     pub dir: PathBuf,
@@ -140,6 +143,10 @@ struct Life {
     worker: bool,
     /// The class the daemon must give it.
     lc: bool,
+    /// When the daemon's statistics first listed it as a tenant, ms (the
+    /// snapshot's time): finding a process is the tenants check's to
+    /// judge, within its lag; the hold bound counts from then.
+    listed: Option<u64>,
 }
 
 struct Soak<'a> {
@@ -156,10 +163,16 @@ struct Soak<'a> {
     events_at: u64,
     recent: VecDeque<String>,
     report: SoakReport,
-    /// Per node: since when latency-critical work has been pending, ns.
-    pending_since: HashMap<u32, u64>,
+    /// Per latency-critical queue (and ring) with work: since when, ns,
+    /// and its write index then. The queue has had work all along for as
+    /// long as its read index stays below that write index.
+    busy_since: HashMap<(QueueRef, u64), (u64, u64)>,
     /// When each (handle, node, id, ring) was first seen, ns.
     first_seen: HashMap<(QueueRef, u64), u64>,
+    /// When each zoo process last made a queue of an id, ns (its events):
+    /// a queue made again can get the old one's ring address back, so
+    /// `first_seen` alone would take it for the old one.
+    made: HashMap<(i32, u32), u64>,
     /// Watched latency-critical queues and their rings.
     watched: HashMap<QueueRef, u64>,
     /// Queues seen suspended without an owner, since when, ns.
@@ -170,6 +183,13 @@ struct Soak<'a> {
 
 fn ms_now() -> u64 {
     now_ns() / 1_000_000
+}
+
+/// Wall-clock seconds, the daemon's `ts=`: a violation's time in its log.
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Open descriptors and resident memory (KiB) of `pid`.
@@ -193,8 +213,9 @@ impl<'a> Soak<'a> {
         let total: u64 = self.report.violations.values().sum();
         if total <= PRINTED {
             println!(
-                "# VIOLATION {what} at {} ms: {detail} (kfdp-scenario soak --seed {} --nodes {}); events before it:",
+                "# VIOLATION {what} at {} ms (unix {:.3}): {detail} (kfdp-scenario soak --seed {} --nodes {}); events before it:",
                 ms_now(),
+                unix_now(),
                 self.args.seed,
                 self.args.nodes
             );
@@ -220,6 +241,9 @@ impl<'a> Soak<'a> {
             .arg("--events")
             .arg(&self.events)
             .env("KFD_PREEMPT_CLASS", class);
+        if self.args.reuse_ring_addresses {
+            cmd.arg("--reuse-ring-address");
+        }
         if self.orders.send((kind, node, cmd)).is_ok() {
             self.ordered.push((kind, node));
         }
@@ -333,7 +357,14 @@ impl<'a> Soak<'a> {
                     self.lives.entry(child).or_default().exited.get_or_insert(t);
                 }
             }
-            "recreate" => self.report.queue_recreations += 1,
+            "recreate" | "queue" => {
+                if ev == "recreate" {
+                    self.report.queue_recreations += 1;
+                }
+                if let Some(id) = rest.get(1).and_then(|a| a.parse::<u32>().ok()) {
+                    self.made.insert((pid, id), t * 1_000_000);
+                }
+            }
             // Its own word that it is going: gone from then on, though a
             // zombie keeps its /proc entry until the soak reaps it.
             "exit" => {
@@ -370,8 +401,9 @@ impl<'a> Soak<'a> {
     fn check(&mut self) {
         self.report.checks += 1;
         let now = now_ns();
-        let mut lower: Vec<(QueueInfo, u64)> = Vec::new();
+        let mut lower: Vec<(QueueInfo, u64, i32)> = Vec::new();
         let mut lc_queues: Vec<(QueueRef, u64)> = Vec::new();
+        let mut lc_pids: HashMap<QueueRef, i32> = HashMap::new();
         let pids: Vec<i32> = self.zoo.keys().copied().collect();
         for pid in pids {
             let Some(z) = self.zoo.get_mut(&pid) else {
@@ -389,7 +421,8 @@ impl<'a> Soak<'a> {
             };
             for q in queues {
                 let key = (q.queue_ref(), q.ring_base_address);
-                let seen = *self.first_seen.entry(key).or_insert(now);
+                let made = self.made.get(&(pid, q.queue_id)).copied().unwrap_or(0);
+                let seen = (*self.first_seen.entry(key).or_insert(now)).max(made);
                 let compute = matches!(q.queue_type, QueueType::Compute | QueueType::ComputeAql);
                 let state = q.state.0;
                 let orphan = state & QueueState::SUSPENDED != 0
@@ -414,8 +447,9 @@ impl<'a> Soak<'a> {
                 }
                 if kind == Kind::Server {
                     lc_queues.push(key);
+                    lc_pids.insert(key.0, pid);
                 } else {
-                    lower.push((q, seen));
+                    lower.push((q, seen, pid));
                 }
             }
         }
@@ -424,42 +458,90 @@ impl<'a> Soak<'a> {
             return;
         };
         let bound = self.args.bound_ms * 1_000_000;
-        // Demand of a latency-critical queue known for the bound already:
-        // a queue (or a process) younger than that may not be found yet.
-        let pending: HashSet<u32> = sample
-            .queues
-            .iter()
-            .filter(|a| a.pending && !a.gone)
-            .filter(|a| {
-                let ring = self.watched.get(&a.queue).copied().unwrap_or(0);
-                self.first_seen
-                    .get(&(a.queue, ring))
-                    .is_some_and(|&t| now - t > bound)
-            })
-            .map(|a| a.queue.gpu_id)
-            .collect();
-        self.pending_since.retain(|g, _| pending.contains(g));
-        for g in &pending {
-            self.pending_since.entry(*g).or_insert(now);
+        let busy_since = self.busy_since(&sample.queues, now);
+        // Per node, since when one of its latency-critical queues has had
+        // work without a break: its own watch samples only now and then,
+        // and an idle gap between two requests, which the daemon rightly
+        // answers by resuming, may fall between two looks.
+        // Per node: since when, and which queue (pid, id, ring).
+        let mut pending_since: HashMap<u32, (u64, (i32, u32, u64))> = HashMap::new();
+        for (key, since) in busy_since {
+            // Demand of a queue known for the bound already, of a process
+            // the daemon has listed for as long: a queue younger than that
+            // may not be found yet.
+            let listed = lc_pids
+                .get(&key.0)
+                .and_then(|pid| self.lives.get(pid))
+                .and_then(|l| l.listed)
+                .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound);
+            let known = listed && self.first_seen.get(&key).is_some_and(|&t| now - t > bound);
+            if known {
+                let pid = lc_pids.get(&key.0).copied().unwrap_or(0);
+                let who = (pid, key.0.queue_id, key.1);
+                let at = pending_since.entry(key.0.gpu_id).or_insert((since, who));
+                if since < at.0 {
+                    *at = (since, who);
+                }
+            }
         }
-        for (q, seen) in lower {
-            let Some(&since) = self.pending_since.get(&q.gpu_id) else {
+        for (q, seen, pid) in lower {
+            let Some(&(since, (lc_pid, lc_id, lc_ring))) = pending_since.get(&q.gpu_id) else {
                 continue;
             };
-            let held_long = now - since > bound && now - seen > bound;
+            // A best-effort process is judged, too, from when the daemon
+            // listed it.
+            let listed = self
+                .lives
+                .get(&pid)
+                .and_then(|l| l.listed)
+                .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound);
+            let held_long = listed && now - since > bound && now - seen > bound;
             if held_long && q.state.0 & QueueState::ACTIVE != 0 {
                 let ms = (now - since) / 1_000_000;
                 self.violation(
                     "hold",
                     format!(
-                        "gpu {:#x}: latency-critical work pending for {ms} ms, best-effort queue {} (handle {}) still on the node",
-                        q.gpu_id, q.queue_id, q.handle.0
+                        "gpu {:#x}: latency-critical work pending for {ms} ms (queue {lc_id} of pid {lc_pid}, ring {lc_ring:#x}), best-effort queue {} of pid {pid} (handle {}, ring {:#x}, seen {} ms ago) still on the node",
+                        q.gpu_id,
+                        q.queue_id,
+                        q.handle.0,
+                        q.ring_base_address,
+                        (now - seen) / 1_000_000
                     ),
                 );
-                // Once per episode.
-                self.pending_since.insert(q.gpu_id, now);
+                // Once per episode: the node's queues count from now.
+                pending_since.insert(q.gpu_id, (now, (lc_pid, lc_id, lc_ring)));
+                for ((lc, _), at) in self.busy_since.iter_mut() {
+                    if lc.gpu_id == q.gpu_id {
+                        at.0 = now;
+                    }
+                }
             }
         }
+    }
+
+    /// Brings [`Soak::busy_since`] up to `sample`: a queue keeps its start
+    /// while the work it had then is unfinished, starts again when that
+    /// work is done and it has more, and is dropped when it is idle. Returns
+    /// each busy queue's start.
+    fn busy_since(
+        &mut self,
+        sample: &[kfd_preempt::Activity],
+        now: u64,
+    ) -> Vec<((QueueRef, u64), u64)> {
+        let mut busy = Vec::new();
+        let mut kept = HashMap::new();
+        for a in sample.iter().filter(|a| a.pending && !a.gone) {
+            let key = (a.queue, self.watched.get(&a.queue).copied().unwrap_or(0));
+            let start = match self.busy_since.get(&key) {
+                Some(&(t, w)) if a.read_index < w => (t, w),
+                _ => (now, a.write_index),
+            };
+            kept.insert(key, start);
+            busy.push((key, start.0));
+        }
+        self.busy_since = kept;
+        busy
     }
 
     /// Watches exactly the latency-critical queues `now` (their rings):
@@ -518,6 +600,11 @@ impl<'a> Soak<'a> {
         for t in v["tenants"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
             if let (Some(pid), Some(p)) = (t["pid"].as_i64(), t["priority"].as_str()) {
                 listed.insert(pid as i32, p.to_string());
+            }
+        }
+        for pid in listed.keys() {
+            if let Some(l) = self.lives.get_mut(pid) {
+                l.listed.get_or_insert(at);
             }
         }
         let lives = self.lives.clone();
@@ -616,8 +703,9 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
             bound_ms: args.bound_ms,
             ..Default::default()
         },
-        pending_since: HashMap::new(),
+        busy_since: HashMap::new(),
         first_seen: HashMap::new(),
+        made: HashMap::new(),
         watched: HashMap::new(),
         orphans: HashMap::new(),
         realtime_offset_ms: realtime_ms - ms_now() as i64,
