@@ -18,8 +18,8 @@
 #                        (SCENARIO_KERNEL=test: the debug one; out/scenario/)
 #   make soak            kfd-preemptd against the tenant zoo (processes that
 #                        fork, exec, re-create queues, die) in the debug VM,
-#                        checked all along (DURATION=1800 SEED=<time> NODES=4;
-#                        out/soak/)
+#                        checked all along (DURATION=1800 SEED=<time> NODES=4
+#                        REUSE=0; out/soak/)
 #   make fuzz            a kfdp-fuzz campaign in the VM on the KCOV kernel
 #                        (SECONDS=1800 SEED=<time>; corpus kept in
 #                        $KFDP_CACHE/fuzz; results and coverage in out/fuzz/)

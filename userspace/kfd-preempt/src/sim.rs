@@ -460,6 +460,12 @@ impl<'t> SimRing<'t> {
         self.queue
     }
 
+    /// Where its ring is mapped: the `ring_base_address` its queue's
+    /// QUERY reports.
+    pub fn ring_address(&self) -> u64 {
+        self.ring.ptr.as_ptr() as u64
+    }
+
     /// How many packets the ring holds.
     ///
     /// ```no_run

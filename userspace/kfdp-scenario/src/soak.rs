@@ -474,7 +474,16 @@ impl<'a> Soak<'a> {
                 .and_then(|pid| self.lives.get(pid))
                 .and_then(|l| l.listed)
                 .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound);
-            let known = listed && self.first_seen.get(&key).is_some_and(|&t| now - t > bound);
+            let made = lc_pids
+                .get(&key.0)
+                .and_then(|pid| self.made.get(&(*pid, key.0.queue_id)))
+                .copied()
+                .unwrap_or(0);
+            let known = listed
+                && self
+                    .first_seen
+                    .get(&key)
+                    .is_some_and(|&t| now.saturating_sub(t.max(made)) > bound);
             if known {
                 let pid = lc_pids.get(&key.0).copied().unwrap_or(0);
                 let who = (pid, key.0.queue_id, key.1);

@@ -70,24 +70,27 @@ pub struct ZooArgs {
     pub reuse_ring_address: bool,
 }
 
-/// One page mapped while a queue is made again, into the hole the old
-/// ring left: the new ring cannot fit there and gets another address, as
-/// `Documentation/testing.rst` ("The soak") says the zoo's re-creations do.
+/// One page mapped at a dropped ring's address for the rest of the
+/// process's life, so that no ring made later starts there: a queue made
+/// again gets a ring at another address, as `Documentation/testing.rst`
+/// ("The soak") says the zoo's re-creations do, unless `reuse` lets the
+/// allocator hand the old address back.
 struct Spacer(*mut std::ffi::c_void);
 
 impl Spacer {
-    fn new(reuse: bool) -> Option<Self> {
+    fn at(address: u64, reuse: bool) -> Option<Self> {
         if reuse {
             return None;
         }
-        // SAFETY: A new private anonymous mapping at an address of the
-        // kernel's choice; nothing else refers to it.
+        // SAFETY: MAP_FIXED_NOREPLACE maps only if nothing is mapped at
+        // `address` (the ring there was just unmapped), so no Rust object
+        // is aliased; nothing else refers to the page.
         unsafe {
             rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
+                address as *mut std::ffi::c_void,
                 rustix::param::page_size(),
                 rustix::mm::ProtFlags::empty(),
-                rustix::mm::MapFlags::PRIVATE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::FIXED_NOREPLACE,
             )
         }
         .ok()
@@ -97,7 +100,7 @@ impl Spacer {
 
 impl Drop for Spacer {
     fn drop(&mut self) {
-        // SAFETY: The page mapped in `new`, unmapped once, here.
+        // SAFETY: The page mapped in `at`, unmapped once, here.
         let _ = unsafe { rustix::mm::munmap(self.0, rustix::param::page_size()) };
     }
 }
@@ -160,6 +163,8 @@ pub fn run(args: &ZooArgs) -> crate::Result<()> {
 /// Latency-critical: see the module documentation.
 fn server(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::Result<()> {
     let node = args.node;
+    // The pages that keep re-made rings off their old addresses.
+    let mut spacers: Vec<Spacer> = Vec::new();
     let tenant = SimTenant::open()?;
     ev.log("open");
     // No queue until the first request, which comes a while after start.
@@ -194,10 +199,12 @@ fn server(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::Re
         if rng.uniform() < 0.1 {
             // The stream's queue destroyed and made again at once: the
             // same id, another ring (the old one goes first).
-            drop(ring.take());
-            let spacer = Spacer::new(args.reuse_ring_address);
+            if let Some(old) = ring.take() {
+                let address = old.ring_address();
+                drop(old);
+                spacers.extend(Spacer::at(address, args.reuse_ring_address));
+            }
             let r = tenant.create_ring(node, PRIORITY, PACKETS)?;
-            drop(spacer);
             ev.log(&format!("recreate {} {}", node, r.queue().queue_id));
             ring = Some(r);
         }
@@ -223,6 +230,8 @@ enum Worker {
 /// Best-effort: see the module documentation.
 fn trainer(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::Result<()> {
     let node = args.node;
+    // The pages that keep re-made rings off their old addresses.
+    let mut spacers: Vec<Spacer> = Vec::new();
     let tenant = SimTenant::open()?;
     ev.log("open");
     let _sdma = tenant.create_queue(node, QueueType::Sdma, PRIORITY)?;
@@ -260,10 +269,11 @@ fn trainer(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::R
             next_recreate = now + secs_ns(rng.exponential(1.0 / 3.0));
             let i = (rng.next_u64() % rings.len() as u64) as usize;
             // The old ring goes first: the new one gets its id.
-            drop(rings.swap_remove(i));
-            let spacer = Spacer::new(args.reuse_ring_address);
+            let old = rings.swap_remove(i);
+            let address = old.ring_address();
+            drop(old);
+            spacers.extend(Spacer::at(address, args.reuse_ring_address));
             let r = tenant.create_ring(node, PRIORITY, PACKETS)?;
-            drop(spacer);
             ev.log(&format!("recreate {} {}", node, r.queue().queue_id));
             rings.push(r);
         }

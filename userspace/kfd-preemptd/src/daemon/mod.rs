@@ -132,10 +132,11 @@ struct Tenant {
     /// Which queue each of `queues` is: its ring's address. amdkfd gives a
     /// new queue the lowest free id, so an id comes back with another ring.
     rings: HashMap<QueueRef, u64>,
-    /// Those of `queues` that QUERY found not held by this daemon. A queue
-    /// destroyed and made again can get its old id and ring address both:
-    /// only the module's word that the daemon does not hold it tells a
-    /// held decision that the queue on the node now is another.
+    /// Those of `queues` that QUERY found not suspended by this daemon. A
+    /// queue destroyed and made again can get its old id and ring address
+    /// both: only the module's word that the queue is not suspended by the
+    /// daemon tells a held decision that the queue on the node now is
+    /// another.
     not_held: HashSet<QueueRef>,
 }
 
@@ -350,7 +351,10 @@ impl<'c, B: Backend> Daemon<'c, B> {
             if listed {
                 if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
                     self.apply_listing(listing);
-                    self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
+                    // The next listing is due in an interval plus its walk
+                    // of /proc: the loop queries on its own only if it is
+                    // later than twice that.
+                    self.next_scan = monotonic() + 2 * self.cfg.daemon.scan_interval();
                 }
             } else if monotonic() >= self.next_scan {
                 // Without a listing in time (the scan thread's /proc walk

@@ -42,6 +42,8 @@ impl<B: Backend> Daemon<'_, B> {
             Ok(listed) => self.discovery.scan_listed(self.cfg, &listed),
             Err(e) => {
                 self.warn("scan", &e);
+                // The known tenants' queues are queried all the same.
+                self.refresh_tenants();
                 return;
             }
         };
@@ -255,7 +257,10 @@ impl<B: Backend> Daemon<'_, B> {
                         .collect();
                     t.not_held = compute
                         .iter()
-                        .filter(|q| q.state.0 & QueueState::OWNED == 0)
+                        // The module keeps its mark of a queue id while the
+                        // queue is destroyed and made again: the new queue
+                        // reads OWNED but not SUSPENDED.
+                        .filter(|q| !(q.state.is_owned() && q.state.0 & QueueState::SUSPENDED != 0))
                         .map(|q| q.queue_ref())
                         .collect();
                 }

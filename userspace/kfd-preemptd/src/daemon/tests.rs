@@ -192,6 +192,10 @@ struct State {
     /// Queues preempted and not resumed: QUERY says OWNED through the file
     /// that preempted them, as the module's marks do.
     held: HashSet<QueueRef>,
+    /// Held queues destroyed and made again under the same id: the
+    /// module's mark stays, so QUERY says OWNED but no longer SUSPENDED,
+    /// until a PREEMPT suspends the new queue.
+    remade: HashSet<QueueRef>,
     /// Added to the monotonic clock in SAMPLE timestamps.
     skew: Duration,
     /// The most queues WATCH takes per file (the module's max_watches).
@@ -329,14 +333,16 @@ impl Backend for Fake {
             .map(|qs| {
                 qs.iter()
                     .map(|(gpu, id, ty)| {
-                        let held = s.held.contains(&QueueRef {
+                        let q = QueueRef {
                             handle: h,
                             gpu_id: *gpu,
                             queue_id: *id,
-                        });
+                        };
                         QueueInfo {
                             ring_base_address: s.rings.get(&(pid, *gpu, *id)).copied().unwrap_or(0),
-                            state: QueueState(if held {
+                            state: QueueState(if s.remade.contains(&q) {
+                                QueueState::ACTIVE | QueueState::OWNED
+                            } else if s.held.contains(&q) {
                                 QueueState::SUSPENDED | QueueState::OWNED
                             } else {
                                 QueueState::ACTIVE
@@ -354,7 +360,10 @@ impl Backend for Fake {
         lease: Duration,
     ) -> Result<BatchReport, kfd_preempt::Error> {
         self.push(Call::Preempt(queues.to_vec(), lease));
-        self.s.borrow_mut().held.extend(queues.iter().copied());
+        let mut s = self.s.borrow_mut();
+        s.held.extend(queues.iter().copied());
+        s.remade.retain(|q| !queues.contains(q));
+        drop(s);
         Ok(all_done(queues))
     }
     fn resume(&self, queues: &[QueueRef]) -> Result<BatchReport, kfd_preempt::Error> {
@@ -1385,9 +1394,9 @@ fn a_be_queue_recreated_at_the_same_ring_while_held_is_preempted() {
     d.scan();
     assert_eq!(fake.main_calls(), vec![]);
     // Queue 1 destroyed and made again with its id and, the allocator
-    // handing the same pages back, its ring address: only the module
-    // knows it is not held.
-    fake.s.borrow_mut().held.remove(&mq(BE, A, 1));
+    // handing the same pages back, its ring address: the module keeps its
+    // mark of the id (OWNED) and says the new queue is not suspended.
+    fake.s.borrow_mut().remade.insert(mq(BE, A, 1));
     d.scan();
     assert_eq!(fake.main_calls(), vec![Call::Preempt(be_refs(), LEASE)]);
 }
