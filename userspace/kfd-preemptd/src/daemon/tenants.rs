@@ -13,7 +13,7 @@ use super::{
     monotonic,
     watcher::Watcher,
     watcher::{key_of, QueueKey},
-    ArenaKey, Attached, Backend, Daemon, Tenant,
+    ArenaKey, ArmState, Attached, Backend, Daemon, Tenant,
 };
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
 
@@ -317,6 +317,7 @@ impl<B: Backend> Daemon<'_, B> {
             .collect();
         let now = monotonic();
         let mut events = Vec::new();
+        let mut rearm = Vec::new();
         for key in keys {
             let want = watched.remove(&key).unwrap_or_default();
             let pcfg = self.pcfg_for(key.0);
@@ -352,6 +353,18 @@ impl<B: Backend> Daemon<'_, B> {
                 .as_mut()
                 .map(|w| w.sync(&want))
                 .unwrap_or_default();
+            // An ARM samples the watches of its moment (uapi.rst, "ARM"):
+            // an armed file whose watches changed (a queue made again at
+            // another ring is unwatched and watched anew) is armed again,
+            // or a busy edge of the new queue would never be signalled.
+            if changes.changed
+                && arena
+                    .watcher
+                    .as_ref()
+                    .is_some_and(|w| w.arm != ArmState::Off)
+            {
+                rearm.push(key);
+            }
             let (gpu_id, rank) = key;
             let mut members: BTreeMap<i32, (Class, usize)> = BTreeMap::new();
             if let Some(w) = &arena.watcher {
@@ -390,6 +403,9 @@ impl<B: Backend> Daemon<'_, B> {
         }
         if !events.is_empty() {
             self.feed(events);
+        }
+        for key in rearm {
+            self.rearm(key);
         }
     }
 

@@ -1382,6 +1382,41 @@ fn an_lc_queue_recreated_at_another_ring_is_watched_anew() {
 }
 
 #[test]
+fn an_armed_file_whose_watches_changed_is_armed_again() {
+    let (p, fake, cfg) = world("lc-rearm");
+    fake.s.borrow_mut().rings.insert((LC, A, 0), 0x1000);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    let on_watcher = |calls: Vec<(usize, Call)>| -> Vec<Call> {
+        calls
+            .into_iter()
+            .filter(|(f, c)| *f != 0 && matches!(c, Call::Watch(_) | Call::Arm(..)))
+            .map(|(_, c)| c)
+            .collect()
+    };
+    let first = on_watcher(fake.calls());
+    assert!(matches!(
+        first.last(),
+        Some(Call::Arm(ArmCondition::AnyBusy, _))
+    ));
+    // The queue made again at another ring: the ARM of before samples
+    // the old watch only, so the new one must be armed again.
+    fake.s.borrow_mut().rings.insert((LC, A, 0), 0x9000);
+    d.scan();
+    let calls = on_watcher(fake.calls());
+    assert!(
+        matches!(
+            calls.as_slice(),
+            [Call::Watch(_), Call::Arm(ArmCondition::AnyBusy, _)]
+        ),
+        "{calls:?}"
+    );
+    // Nothing changed: no ARM again.
+    d.scan();
+    assert!(on_watcher(fake.calls()).is_empty());
+}
+
+#[test]
 fn a_be_queue_recreated_at_the_same_ring_while_held_is_preempted() {
     let (p, fake, cfg) = world("be-same-ring");
     fake.s.borrow_mut().rings.insert((BE, A, 1), 0x1000);

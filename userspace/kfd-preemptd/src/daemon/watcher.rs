@@ -122,6 +122,9 @@ pub(super) struct WatchChanges {
     pub attach_failed: Vec<(i32, kfd_preempt::Error)>,
     /// WATCH calls that failed as a whole.
     pub watch_failed: Vec<(i32, kfd_preempt::Error)>,
+    /// The watches changed (some dropped or made): an ARM of before
+    /// samples the old ones.
+    pub changed: bool,
 }
 
 /// A file of the module that watches one decision's queues and is armed
@@ -233,6 +236,7 @@ impl<B: Backend> Watcher<B> {
             .filter(|p| !want.contains_key(p))
             .collect();
         for pid in gone {
+            changes.changed |= self.watched.get(&pid).is_some_and(|w| !w.is_empty());
             self.forget(pid);
         }
         for (pid, queues) in want {
@@ -282,6 +286,7 @@ impl<B: Backend> Watcher<B> {
                 .filter(|q| !queues.contains(&watched_key(rings, q)))
                 .collect();
             if !removed.is_empty() {
+                changes.changed = true;
                 let _ = self.file.unwatch(&removed);
                 watched.retain(|q| !removed.contains(q));
                 for q in &removed {
@@ -315,6 +320,7 @@ impl<B: Backend> Watcher<B> {
                                 .find(|(a, _)| a == q)
                                 .map_or(0, |(_, ring)| *ring);
                             if o.is_success() {
+                                changes.changed = true;
                                 watched.push(*q);
                                 rings.insert(*q, ring);
                             } else {
