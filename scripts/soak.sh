@@ -25,7 +25,7 @@ tests/vm/run "sim_nodes=$nodes" --no-kselftest --no-kunit --quiet --timeout "$((
 	--copy out/userspace/bin/kfd-preemptd --copy out/userspace/bin/kfdp-scenario \
 	--copy out/userspace/bin/kfd-preempt \
 	--out "$out/vm" -- "$KFDP_ROOT/tests/vm/soak.sh" "DURATION=$duration" "SEED=$seed" \
-	"NODES=$nodes" "REUSE=${REUSE:-0}" "HOLD_XFAIL=${HOLD_XFAIL:-0}" || rc=$?
+	"NODES=$nodes" "REUSE=${REUSE:-0}" || rc=$?
 log=$out/vm/results.log
 section() {
 	sed -n "/^=== kfdp-scenario soak $1 begin ===/,/^=== kfdp-scenario soak $1 end ===/p" "$log" |

@@ -10,11 +10,10 @@
 #
 # Arguments NAME=VALUE (or the environment): DURATION (s, 90), SEED (1),
 # NODES (4), REUSE (1: a queue made again may get its old ring address
-# back), HOLD_XFAIL (1: hold violations are reported as a known defect,
-# for make check's smoke).
+# back).
 for a; do
 	case $a in
-	DURATION=* | SEED=* | NODES=* | REUSE=* | HOLD_XFAIL=*) export "${a?}" ;;
+	DURATION=* | SEED=* | NODES=* | REUSE=*) export "${a?}" ;;
 	*) echo "unknown argument $a" >&2; exit 2 ;;
 	esac
 done
@@ -77,18 +76,9 @@ if [ ! -s soak.json ]; then
 		nok "soak $what: $D s on $NODES nodes (seed $SEED) ran and reported (exit $src)"
 	done
 else
-	for what in orphan tenants daemon; do
+	for what in orphan tenants daemon hold; do
 		check "$(violations $what)" "soak $what: $D s on $NODES nodes (seed $SEED), no violation"
 	done
-	v=$(violations hold)
-	if [ "$v" != 0 ] && [ "${HOLD_XFAIL:-0}" = 1 ]; then
-		# A known defect of issue 39 (Documentation/testing.rst, "The
-		# soak"): make check reports it; make soak fails on it.
-		n=$((n + 1))
-		echo "ok $n soak hold: $v violations # XFAIL best-effort queues found back on their node while held (issue 39)"
-	else
-		check "$v" "soak hold: $D s on $NODES nodes (seed $SEED), no violation"
-	fi
 fi
 # The daemon stops while it holds a tenant that lives on: a
 # latency-critical one keeping node 0 busy and a best-effort one beside it.
