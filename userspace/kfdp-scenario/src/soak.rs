@@ -23,7 +23,7 @@ use std::{
     collections::{BTreeMap, HashMap, VecDeque},
     fs,
     io::{BufRead, BufReader, Seek, SeekFrom},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Child, Command},
     sync::mpsc,
     thread::{self, sleep},
@@ -669,8 +669,17 @@ impl<'a> Soak<'a> {
         }
     }
 
+    /// Whether `pid` runs: a zombie (exited, not reaped by the soak yet)
+    /// does not, and the daemon rightly dropped it already (its pidfd).
     fn alive(&self, pid: i32) -> bool {
-        Path::new(&format!("/proc/{pid}")).exists()
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return false;
+        };
+        // The state follows the ")" that ends the command name.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next());
+        !matches!(state, Some('Z' | 'X') | None)
     }
 }
 
