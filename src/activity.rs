@@ -68,6 +68,23 @@ pub(crate) struct QueueInstance {
     pub(crate) write_address: u64,
 }
 
+/// First wait before a moved watch ([`Watch::moved`]) is tried again after
+/// a failed re-pin: housekeeping's own period (`SWEEP_MS`); each further
+/// failure doubles it, up to [`REMAKE_BACKOFF_MAX_NS`].
+const REMAKE_BACKOFF_MIN_NS: i64 = 100_000_000;
+/// Longest wait between two re-pins of a moved watch: what a tenant that
+/// unmaps a watched ring and keeps its queue costs its owner (a QUERY and
+/// a failed pin a second in housekeeping).
+const REMAKE_BACKOFF_MAX_NS: i64 = 1_000_000_000;
+
+/// How long a moved watch waits after its `failures`-th failed re-pin
+/// (1 or more): [`REMAKE_BACKOFF_MIN_NS`], doubled with each further
+/// failure, at most [`REMAKE_BACKOFF_MAX_NS`].
+pub(crate) fn remake_wait_ns(failures: u32) -> i64 {
+    // 100 ms << 4 is past the longest wait already.
+    (REMAKE_BACKOFF_MIN_NS << failures.saturating_sub(1).min(4)).min(REMAKE_BACKOFF_MAX_NS)
+}
+
 /// One watched queue: where its indices are, pinned.
 pub(crate) struct Watch {
     pub(crate) handle: u32,
@@ -77,6 +94,10 @@ pub(crate) struct Watch {
     pub(crate) instance: QueueInstance,
     read: UserWord,
     write: UserWord,
+    /// Failed re-pins since the watch moved.
+    remake_failures: Atomic<u32>,
+    /// When a moved watch is due to be re-pinned (ns of CLOCK_MONOTONIC).
+    remake_at: Atomic<i64>,
 }
 
 impl Watch {
@@ -97,7 +118,33 @@ impl Watch {
             instance,
             read,
             write,
+            remake_failures: Atomic::new(0),
+            remake_at: Atomic::new(0),
         }
+    }
+
+    /// Whether the indices' addresses may now map other memory than the
+    /// pinned pages: the tenant unmapped them (its queue destroyed, or made
+    /// again in memory an allocator handed back at the same addresses).
+    /// Its indices then say nothing, and it reads as idle until
+    /// housekeeping or a WATCH pins it again
+    /// ([`crate::engine::watches::remake_moved`]).
+    pub(crate) fn moved(&self) -> bool {
+        self.read.unmapped() || self.write.unmapped()
+    }
+
+    /// Whether the watch moved and is due to be pinned again at `now`.
+    pub(crate) fn remake_due(&self, now: i64) -> bool {
+        self.moved() && now >= self.remake_at.load(Relaxed)
+    }
+
+    /// Records a failed re-pin at `now`: the next is due after a wait that
+    /// doubles with each failure.
+    pub(crate) fn remake_failed(&self, now: i64) {
+        let failures = self.remake_failures.load(Relaxed).saturating_add(1);
+        self.remake_failures.store(failures, Relaxed);
+        self.remake_at
+            .store(now.saturating_add(remake_wait_ns(failures)), Relaxed);
     }
 
     /// (read index, write index), now.
@@ -191,12 +238,17 @@ impl Armed {
     fn holds(&self) -> bool {
         let mut busy = false;
         for (w, last) in self.watches.iter().zip(self.last_write.iter()) {
+            // A moved watch's pages are no longer the queue's: idle until
+            // housekeeping pins it again and replaces this sampler.
+            if w.moved() {
+                continue;
+            }
             let (r, wr) = w.indices();
             // A moved write index is demand even if it already retired: a
             // short burst can come and go within one period. Always
             // recorded, so that the next sample compares with this one.
-            let moved = last.xchg(wr, Relaxed) != wr;
-            busy |= wr != r || moved;
+            let write_moved = last.xchg(wr, Relaxed) != wr;
+            busy |= wr != r || write_moved;
         }
         let now = now_ns();
         match self.condition {
@@ -340,6 +392,17 @@ mod tests {
     use super::*;
 
     const P: i64 = 200_000;
+
+    #[test]
+    fn a_failed_repin_waits_100_ms_doubling_to_1_s() {
+        assert_eq!(remake_wait_ns(1), 100_000_000);
+        assert_eq!(remake_wait_ns(2), 200_000_000);
+        assert_eq!(remake_wait_ns(4), 800_000_000);
+        assert_eq!(remake_wait_ns(5), 1_000_000_000);
+        assert_eq!(remake_wait_ns(u32::MAX), 1_000_000_000);
+        // Called with 0 only by mistake: the shortest wait, not a panic.
+        assert_eq!(remake_wait_ns(0), 100_000_000);
+    }
 
     #[test]
     fn a_tick_is_the_next_whole_period_strictly_after_now() {

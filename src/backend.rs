@@ -191,7 +191,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn freeze(&self, target: &Self::Target, gpu_id: u32, op: FreezeOp) -> FreezeOutcome;
 
     /// Pins the 64-bit word at user address `addr` of the target's memory
-    /// (a queue's read or write index, for activity detection).
+    /// (a queue's read or write index, for activity detection), with notice
+    /// of the address getting other memory ([`UserWord::unmapped`]).
     fn pin_user(&self, _target: &Self::Target, _addr: u64, _write: bool) -> Result<UserWord> {
         Err(crate::compat::eopnotsupp())
     }

@@ -11,6 +11,8 @@
 //! * [`registry`]: what all owners hold, and the module's statistics;
 //! * [`sorted_map`]: the keyed map both keep their state in;
 //! * [`small_vec`]: a batch's items, on the stack when the batch is small;
+//! * [`watches`]: an owner's watches of its targets' queues, made and made
+//!   again where the queues' indices are;
 //! * `kunit`: the engine's KUnit suite, over the model backend
 //!   (`crate::backend::mock`).
 
@@ -22,3 +24,4 @@ pub(crate) mod owner;
 pub(crate) mod registry;
 pub(crate) mod small_vec;
 pub(crate) mod sorted_map;
+pub(crate) mod watches;

@@ -59,6 +59,7 @@ pub(crate) fn stats(_: &(), f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "leases_expired {}", s.leases_expired)?;
     writeln!(f, "external_resumes {}", s.external_resumes)?;
     writeln!(f, "targets_exited {}", s.targets_exited)?;
+    writeln!(f, "watches_remade {}", s.watches_remade)?;
     writeln!(f, "max_elapsed_ns {}", s.max_elapsed_ns)?;
     writeln!(f, "pinned_pages {}", PINNED_PAGES.load(Relaxed))?;
     writeln!(f, "eventfds_held {}", EVENTFDS_HELD.load(Relaxed))?;

@@ -130,10 +130,71 @@ impl Drop for UserPage {
     }
 }
 
-/// A 64-bit word of user memory: its pinned page and its offset there.
+/// Notice that a user page may no longer be what its address maps: it was
+/// unmapped, zapped or moved, or its address space torn down (not on
+/// `mprotect` or fork's copy-on-write protection, which leave the address
+/// its page). A pin keeps the
+/// page, not the address, so a word pinned before that reads memory its
+/// owner no longer uses, whatever the address maps now.
+///
+/// # Invariants
+///
+/// `notice` was added by `kfdp_umem_notice_add` and is removed only by
+/// [`Drop`].
+pub(crate) struct UnmapNotice {
+    notice: NonNull<glue::kfdp_umem_notice>,
+}
+
+// SAFETY: The notice's flag is read with READ_ONCE from any context; its
+// removal may run on any thread in process context.
+unsafe impl Send for UnmapNotice {}
+
+// SAFETY: As above.
+unsafe impl Sync for UnmapNotice {}
+
+impl UnmapNotice {
+    /// A notice on the page holding `addr` in `mm`.
+    ///
+    /// # Safety
+    ///
+    /// `mm` must point to a `struct mm_struct` whose `mm_count` the caller
+    /// holds for the duration of the call.
+    unsafe fn add(mm: *mut glue::mm_struct, addr: u64) -> Result<Self> {
+        let mut notice = core::ptr::null_mut();
+        // SAFETY: The caller keeps `mm` valid; `notice` is a valid place for
+        // the result.
+        let r = unsafe { glue::kfdp_umem_notice_add(mm, addr, &mut notice) };
+        if r < 0 {
+            return Err(Error::from_errno(r));
+        }
+        // INVARIANT: `kfdp_umem_notice_add` succeeded and gave the notice.
+        Ok(Self {
+            notice: NonNull::new(notice).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// Whether the page changed since the notice was added.
+    pub(crate) fn fired(&self) -> bool {
+        // SAFETY: By the type invariant the notice is live.
+        unsafe { glue::kfdp_umem_notice_fired(self.notice.as_ptr()) }
+    }
+}
+
+impl Drop for UnmapNotice {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the notice is live and ours; not
+        // used again.
+        unsafe { glue::kfdp_umem_notice_remove(self.notice.as_ptr()) };
+    }
+}
+
+/// A 64-bit word of user memory: its pinned page and its offset there,
+/// and, for a word whose address may be given new memory, notice of it.
 pub(crate) struct UserWord {
     page: UserPage,
     offset: usize,
+    /// Dropped after `page`: no window in which the page is pinned unwatched.
+    unmapped: Option<UnmapNotice>,
 }
 
 impl UserWord {
@@ -151,7 +212,38 @@ impl UserWord {
         Ok(Self {
             page,
             offset: (addr as usize) & (PAGE_SIZE - 1),
+            unmapped: None,
         })
+    }
+
+    /// As [`Self::pin`], with notice of the page's address getting other
+    /// memory ([`Self::unmapped`]); the notice is taken first (once any
+    /// invalidation under way has ended), so that no change after the pin
+    /// goes unnoticed.
+    ///
+    /// # Safety
+    ///
+    /// As [`UserPage::pin`].
+    pub(crate) unsafe fn pin_noticed(
+        mm: *mut glue::mm_struct,
+        addr: u64,
+        write: bool,
+    ) -> Result<Self> {
+        if addr == 0 || addr % 8 != 0 {
+            return Err(EFAULT);
+        }
+        // SAFETY: The caller's guarantee is passed on.
+        let notice = unsafe { UnmapNotice::add(mm, addr)? };
+        // SAFETY: The caller's guarantee is passed on.
+        let mut word = unsafe { Self::pin(mm, addr, write)? };
+        word.unmapped = Some(notice);
+        Ok(word)
+    }
+
+    /// Whether the word's address may now map other memory than the pinned
+    /// page (false for a word pinned without notice).
+    pub(crate) fn unmapped(&self) -> bool {
+        self.unmapped.as_ref().is_some_and(UnmapNotice::fired)
     }
 
     /// Reads it.

@@ -210,6 +210,6 @@ impl Backend for AmdKfd {
         }
         // SAFETY: The target holds an mm_count on `mm` while it lives, and
         // it outlives this call.
-        unsafe { crate::umem::UserWord::pin(mm, addr, write) }
+        unsafe { crate::umem::UserWord::pin_noticed(mm, addr, write) }
     }
 }

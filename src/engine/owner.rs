@@ -43,6 +43,7 @@ use crate::{
         FreezeOp,
         Op, //
     },
+    clock::now_ns,
     engine::registry::{
         QueueKey,
         REGISTRY, //
@@ -527,13 +528,23 @@ impl<B: Backend> Owner<B> {
         gone
     }
 
-    /// Ends expired leases and sweeps exited targets; returns when to run
-    /// again (milliseconds), or `None` if nothing needs watching.
+    /// Ends expired leases, sweeps exited targets and pins again the
+    /// watches whose memory moved; returns when to run again
+    /// (milliseconds), or `None` if nothing needs watching.
     pub(crate) fn housekeep(&self) -> Option<u32> {
         self.sweep();
+        // Unpinning (and stopping a sampler) is done after unlocking.
+        let mut remade = KVec::new();
+        let mut old_sampler = None;
         let mut state = self.state.lock();
         if state.closed {
             return None;
+        }
+        let st = &mut *state;
+        let moved = crate::engine::watches::remake_moved(self, st, now_ns(), &mut remade);
+        if moved > 0 {
+            old_sampler = crate::activity::resample(&st.watches, &mut st.armed);
+            REGISTRY.lock().stats.watches_remade += moved as u64;
         }
         let ended = |m: &Mark| m.lease_left_ns().is_some_and(|left| left <= 0);
         let expired = self.resume_marks(&mut state, ended) as u64;
@@ -550,7 +561,11 @@ impl<B: Backend> Owner<B> {
         };
         state.stats.leases_expired += expired;
         REGISTRY.lock().stats.leases_expired += expired;
-        Self::next_wakeup(&state)
+        let next = Self::next_wakeup(&state);
+        drop(state);
+        drop(old_sampler);
+        drop(remade);
+        next
     }
 
     pub(crate) fn next_wakeup(state: &State<B::Target>) -> Option<u32> {

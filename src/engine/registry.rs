@@ -49,6 +49,9 @@ pub(crate) struct Stats {
     pub(crate) external_resumes: u64,
     /// Attachments dropped because their target exited.
     pub(crate) targets_exited: u64,
+    /// Watches pinned again by housekeeping after their memory moved
+    /// ([`crate::activity::Watch::moved`]).
+    pub(crate) watches_remade: u64,
     /// Longest hardware phase of one batch, in nanoseconds.
     pub(crate) max_elapsed_ns: u64,
     /// Hardware phases of PREEMPT (index 0) and RESUME (1) batches that
@@ -112,6 +115,7 @@ impl Registry {
                 leases_expired: 0,
                 external_resumes: 0,
                 targets_exited: 0,
+                watches_remade: 0,
                 max_elapsed_ns: 0,
                 hw_phase_hist: [[0; HIST_BUCKETS]; 2],
             },

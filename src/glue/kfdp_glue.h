@@ -120,8 +120,10 @@ void kfdp_nodes_forget(void);
  * user address @addr of @mm (long term, writable if @write) and gives its
  * kernel address, valid until kfdp_umem_unpin(). The pin is charged to the
  * caller's RLIMIT_MEMLOCK; @charged (or NULL) is handed back to the unpin.
- * 0, -EFAULT (unaligned or not pinnable), -ESRCH (@mm has no users left),
- * -ENOMEM (RLIMIT_MEMLOCK), -EINTR (killed) or another -errno.
+ * 0, -EFAULT (unaligned or not pinnable), -EAGAIN (not resident, in memory
+ * whose fault could wait on another process: a file mapping, a userfaultfd),
+ * -ESRCH (@mm has no users left), -ENOMEM (RLIMIT_MEMLOCK), -EINTR (killed)
+ * or another -errno.
  */
 struct mm_struct;
 struct page;
@@ -129,6 +131,20 @@ struct eventfd_ctx;
 int kfdp_umem_pin(struct mm_struct *mm, __u64 addr, bool write,
 		  struct page **page, void **kaddr, struct mm_struct **charged);
 void kfdp_umem_unpin(struct page *page, bool dirty, struct mm_struct *charged);
+/*
+ * An interval notifier on the page holding user address @addr of @mm:
+ * kfdp_umem_notice_fired() becomes true once that page is unmapped, zapped,
+ * moved or its mm torn down (not on mprotect or the copy-on-write
+ * protection of fork), i.e. once a pin taken there may no longer be what
+ * the address maps. Added before the pin, after any invalidation under way
+ * has ended, so that no change after it goes unnoticed. 0, -EFAULT, -ESRCH,
+ * -ENOMEM. Both may sleep.
+ */
+struct kfdp_umem_notice;
+int kfdp_umem_notice_add(struct mm_struct *mm, __u64 addr,
+			 struct kfdp_umem_notice **out);
+bool kfdp_umem_notice_fired(const struct kfdp_umem_notice *n);
+void kfdp_umem_notice_remove(struct kfdp_umem_notice *n);
 int kfdp_eventfd_get(int fd, struct eventfd_ctx **out);
 /*
  * Between two steps of a long copy from user memory: reschedules if due;

@@ -20,7 +20,6 @@ use crate::{
         resample,
         take_watches,
         Condition,
-        QueueInstance,
         Sampler,
         Watch,
         MAX_IDLE_US,
@@ -30,10 +29,17 @@ use crate::{
     },
     backend::Backend,
     clock::now_ns,
-    engine::owner::{
-        attachment,
-        Owner,
-        State, //
+    engine::{
+        owner::{
+            attachment,
+            Owner,
+            State, //
+        },
+        watches::{
+            describe,
+            instance_of,
+            watch_one, //
+        },
     },
     ioctl::user_array,
     uapi::{
@@ -51,70 +57,6 @@ use crate::{
 
 const REF_SIZE: usize = size_of::<kfdp_queue_ref>();
 const ACT_SIZE: usize = size_of::<kfdp_activity>();
-
-/// What QUERY says now of the queue `e` names.
-fn describe<B: Backend>(
-    owner: &Owner<B>,
-    state: &State<B::Target>,
-    e: &kfdp_queue_ref,
-) -> Result<uapi::kfdp_queue_info> {
-    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
-    let target = att.target.as_ref().ok_or(ESRCH)?;
-    if !owner.backend.gpu_ids(target)?.contains(&e.gpu_id) {
-        return Err(EINVAL);
-    }
-    let total = owner.backend.query(target, e.gpu_id, &mut [])? as usize;
-    let mut infos = KVVec::with_capacity(total, GFP_KERNEL)?;
-    infos.resize(total, uapi::kfdp_queue_info::default(), GFP_KERNEL)?;
-    let n = owner.backend.query(target, e.gpu_id, &mut infos)? as usize;
-    infos[..n.min(total)]
-        .iter()
-        .find(|q| q.queue_id == e.queue_id)
-        .copied()
-        .ok_or(ENOENT)
-}
-
-fn instance_of(q: &uapi::kfdp_queue_info) -> QueueInstance {
-    QueueInstance {
-        ring: q.ring_base_address,
-        read_address: q.read_pointer_address,
-        write_address: q.write_pointer_address,
-    }
-}
-
-/// Watches the queue `qi` describes: pins its indices in the target's
-/// address space.
-fn watch_one<B: Backend>(
-    owner: &Owner<B>,
-    state: &State<B::Target>,
-    e: &kfdp_queue_ref,
-    qi: &uapi::kfdp_queue_info,
-) -> Result<Watch> {
-    // Only AQL queues have the read/write dispatch ids this reads; PM4 and
-    // SDMA queues count other units.
-    if qi.queue_type != uapi::KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
-        || qi.read_pointer_address == 0
-        || qi.write_pointer_address == 0
-    {
-        return Err(crate::compat::eopnotsupp());
-    }
-    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
-    let target = att.target.as_ref().ok_or(ESRCH)?;
-    let read = owner
-        .backend
-        .pin_user(target, qi.read_pointer_address, false)?;
-    let write = owner
-        .backend
-        .pin_user(target, qi.write_pointer_address, false)?;
-    Ok(Watch::new(
-        e.handle,
-        e.gpu_id,
-        e.queue_id,
-        instance_of(qi),
-        read,
-        write,
-    ))
-}
 
 fn same_queue(w: &Watch, e: &kfdp_queue_ref) -> bool {
     w.handle == e.handle && w.gpu_id == e.gpu_id && w.queue_id == e.queue_id
@@ -206,7 +148,8 @@ fn watch_entry<B: Backend>(
         Err(err) => return Ok(err.to_errno()),
     };
     let stale = match old {
-        Some(i) if state.watches[i].instance == instance_of(&qi) => {
+        // The same queue, and its memory still what was pinned.
+        Some(i) if state.watches[i].instance == instance_of(&qi) && !state.watches[i].moved() => {
             return Ok(KFDP_R_ALREADY as i32)
         }
         Some(i) => Some(i),
@@ -256,7 +199,7 @@ pub(crate) fn sample<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize)
     let mut out = KVVec::with_capacity(cap, GFP_KERNEL)?;
     let (total, pending) = {
         // No sweep: SAMPLE is the daemon's hot path, and housekeeping notices
-        // an exited target within SWEEP_MS anyway (KFDP_ACT_GONE from then).
+        // an exited target, and pins a moved watch again, within SWEEP_MS.
         let guard = owner.state.lock();
         let state = &*guard;
         s.timestamp_ns = now_ns() as u64;
@@ -264,7 +207,8 @@ pub(crate) fn sample<B: Backend>(owner: &Arc<Owner<B>>, arg: usize, size: usize)
         for w in state.watches.iter() {
             let (r, wr) = w.indices();
             let mut flags = 0;
-            if r != wr {
+            // A moved watch's pages are no longer its queue's.
+            if r != wr && !w.moved() {
                 flags |= uapi::KFDP_ACT_PENDING;
                 pending += 1;
             }

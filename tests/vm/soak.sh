@@ -116,8 +116,9 @@ fi
 grep -E 'event=(detach|inherited|start|stop)|level=(warn|error)' daemon.log | sed 's/^/# daemon: /'
 echo "# daemon: $(grep -c 'event=preempt' daemon.log) preempt lines"
 echo "# stats: $(tr -d '\n' <stats.json | head -c 600)"
-# The module's own counts: leases that ran out, queues resumed by others.
-grep -E '^(leases_expired|external_resumes|queues_preempted|queues_resumed) ' \
+# The module's own counts: leases that ran out, queues resumed by others,
+# watches pinned again after their memory moved.
+grep -E '^(leases_expired|external_resumes|queues_preempted|queues_resumed|watches_remade) ' \
 	/sys/kernel/debug/kfd_preempt/stats 2>/dev/null | sed 's/^/# module: /'
 
 # The daemon's and the kernel's logs leave the VM whole, for scripts/soak.sh

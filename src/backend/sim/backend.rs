@@ -255,6 +255,6 @@ impl Backend for SimNodes {
         drop(st);
         // SAFETY: `mm` holds an mm_count on the tenant's address space for
         // the whole call.
-        unsafe { UserWord::pin(mm.as_raw().cast(), addr, write) }
+        unsafe { UserWord::pin_noticed(mm.as_raw().cast(), addr, write) }
     }
 }

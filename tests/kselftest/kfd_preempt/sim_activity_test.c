@@ -7,10 +7,13 @@
  * ioctls, each answered with its errno and changing nothing.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "kfdp_sim.h"
 #include "kselftest_harness.h"
@@ -39,17 +42,12 @@ static __u64 now_ns(void)
 	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-/* Creates a ring queue on @node; returns 0 or -errno. */
-static int ring_create(int tenant, int node, struct ring *r)
+/* Creates a ring queue on @node in the two zeroed pages at @mem. */
+static int ring_create_at(int tenant, int node, char *mem, struct ring *r)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	char *mem = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct kfdp_sim_ring_create c = { 0 };
 
-	if (mem == MAP_FAILED)
-		return -errno;
-	memset(mem, 0, 2 * page);
 	r->pkt = (struct kfdp_sim_packet *)mem;
 	r->read_index = (__u64 *)(mem + page);
 	r->write_index = (__u64 *)(mem + page + 64);
@@ -62,6 +60,32 @@ static int ring_create(int tenant, int node, struct ring *r)
 	if (ioctl(tenant, KFDP_SIM_IOC_CREATE_RING, &c))
 		return -errno;
 	r->queue_id = c.queue_id;
+	return 0;
+}
+
+/* Creates a ring queue on @node; returns 0 or -errno. */
+static int ring_create(int tenant, int node, struct ring *r)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *mem = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (mem == MAP_FAILED)
+		return -errno;
+	return ring_create_at(tenant, node, mem, r);
+}
+
+/* Unmaps @r's two pages and maps new zeroed ones at the same address. */
+static int ring_memory_renew(struct ring *r)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char *mem = (char *)r->pkt;
+
+	if (munmap(mem, 2 * page))
+		return -errno;
+	if (mmap(mem, 2 * page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != mem)
+		return -EEXIST;
 	return 0;
 }
 
@@ -544,6 +568,163 @@ TEST_F(act, watch_follows_a_recreated_queue)
 	EXPECT_EQ(-ENOENT, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
 	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
 	EXPECT_EQ(0, s.num_watches);
+}
+
+/* SAMPLEs until the first watch's write index is @want; false after @ms. */
+static int sampled_write_index(int owner, __u64 want, long ms)
+{
+	struct kfdp_activity act[2];
+	struct kfdp_sample s;
+	__u64 end = now_ns() + ms * MS;
+
+	do {
+		if (!sample(owner, act, 2, &s) && s.num_watches && act[0].write_index == want)
+			return 1;
+		kfdp_sleep_ms(5);
+	} while (now_ns() < end);
+	return 0;
+}
+
+/*
+ * A queue made again in memory mapped anew at the old addresses, as an
+ * allocator hands a freed range back, looks the same to QUERY: the watch
+ * notices the unmap, and the module pins it again by itself, so that
+ * SAMPLE and an armed sampler read the new memory, not the old page.
+ */
+TEST_F(act, watch_follows_memory_mapped_again_at_its_address)
+{
+	struct kfdp_activity act[2];
+	struct kfdp_sample s;
+	struct ring r2;
+	__u32 qid = self->r.queue_id;
+
+	ASSERT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+	ASSERT_EQ(0, arm(self->owner, KFDP_ARM_ANY_BUSY, self->efd, 1000, 0));
+	ASSERT_EQ(0, kfdp_queue_destroy(self->tenant, qid));
+	ASSERT_EQ(0, ring_memory_renew(&self->r));
+	ASSERT_EQ(0, ring_create_at(self->tenant, KFDP_SIM_HWS, (char *)self->r.pkt, &r2));
+	ASSERT_EQ(qid, r2.queue_id) TH_LOG("the lowest free id comes back");
+	ASSERT_EQ(self->r.write_index, r2.write_index);
+	/* Work published in the new memory but not rung: pending. */
+	__atomic_store_n(r2.write_index, 5, __ATOMIC_RELEASE);
+	EXPECT_TRUE(signalled(self->efd, 3000)) TH_LOG("the armed sampler reads the new memory");
+	EXPECT_TRUE(sampled_write_index(self->owner, 5, 3000))
+		TH_LOG("SAMPLE reads the new memory's index, not the old page's");
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	EXPECT_EQ(1, s.num_watches);
+	EXPECT_EQ(1, s.num_pending);
+	EXPECT_EQ(KFDP_R_ALREADY,
+		  watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+}
+
+/*
+ * A watched ring unmapped while its queue lives (a hostile or broken
+ * tenant): the watch reads as idle, not as the old page's pending work,
+ * SAMPLE keeps working, and an armed sampler is not woken for it.
+ */
+TEST_F(act, watch_of_unmapped_memory_reads_idle)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct kfdp_activity act[2];
+	struct kfdp_sample s;
+	__u32 qid = self->r.queue_id;
+
+	ASSERT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+	__atomic_store_n(self->r.write_index, 3, __ATOMIC_RELEASE);
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	ASSERT_EQ(1, s.num_pending);
+	ASSERT_EQ(0, munmap(self->r.pkt, 2 * page));
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	EXPECT_EQ(1, s.num_watches);
+	EXPECT_EQ(0, s.num_pending) TH_LOG("the old page's pending work is not the queue's");
+	ASSERT_EQ(0, arm(self->owner, KFDP_ARM_ANY_BUSY, self->efd, 1000, 0));
+	EXPECT_FALSE(signalled(self->efd, 300)) TH_LOG("nothing pending: no wakeup");
+	ASSERT_EQ(0, sample(self->owner, act, 2, &s));
+	EXPECT_EQ(0, s.num_pending);
+}
+
+/* A ring whose write index is the first word of @file. */
+static int ring_create_file_index(int tenant, char *mem, char *file, __u32 *queue_id)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct kfdp_sim_ring_create c = { 0 };
+
+	c.node = KFDP_SIM_HWS;
+	c.priority = 7;
+	c.ring_address = (__u64)(uintptr_t)mem;
+	c.read_index_address = (__u64)(uintptr_t)(mem + page);
+	c.write_index_address = (__u64)(uintptr_t)file;
+	c.ring_packets = PACKETS;
+	if (ioctl(tenant, KFDP_SIM_IOC_CREATE_RING, &c))
+		return -errno;
+	*queue_id = c.queue_id;
+	return 0;
+}
+
+/*
+ * A write index in a file mapping, not resident: WATCH does not fault it in
+ * from the caller (a FUSE server that never answers would block a daemon's
+ * SCHED_FIFO thread with the owner's lock held) but answers EAGAIN, and
+ * watches it once the tenant has touched it. ramfs, as a file system that
+ * is neither anonymous nor shmem memory. Nothing after the mount may
+ * return early: the mount goes at the end.
+ */
+TEST_F(act, watch_does_not_fault_in_a_file_mapping)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char dir[] = "/tmp/kfdp-ramfs-XXXXXX";
+	char path[64];
+	char *mem = MAP_FAILED, *file = MAP_FAILED;
+	__u32 qid = 0;
+	int fd, e = 0;
+
+	mem = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	ASSERT_NE(NULL, mkdtemp(dir));
+	if (mount("kfdp", dir, "ramfs", 0, NULL)) {
+		e = errno;
+		rmdir(dir);
+		SKIP(return, "no ramfs to map a file from: %s", strerror(e));
+	}
+	snprintf(path, sizeof(path), "%s/indices", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	EXPECT_LE(0, fd);
+	if (fd >= 0 && !ftruncate(fd, page))
+		file = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	EXPECT_NE(MAP_FAILED, file);
+	if (file != MAP_FAILED) {
+		/* Resident for CREATE_RING, which pins it as WATCH does. */
+		__atomic_store_n((__u64 *)file, 0, __ATOMIC_RELEASE);
+		e = ring_create_file_index(self->tenant, mem, file, &qid);
+		EXPECT_EQ(0, e);
+		/*
+		 * Mapped again at the same address: the same page of the file,
+		 * not in the page tables, as one the tenant has not used yet.
+		 */
+		EXPECT_EQ(0, munmap(file, page));
+		if (mmap(file, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE,
+			 fd, 0) != file)
+			file = MAP_FAILED;
+		EXPECT_NE(MAP_FAILED, file);
+	}
+	if (file != MAP_FAILED && !e) {
+		EXPECT_EQ(-EAGAIN,
+			  watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS, qid));
+		EXPECT_EQ(0, __atomic_load_n((__u64 *)file, __ATOMIC_ACQUIRE));
+		EXPECT_EQ(0, watch_one(self->owner, KFDP_IOC_WATCH, self->handle, KFDP_SIM_HWS,
+				       qid)) TH_LOG("resident again: watched");
+		EXPECT_EQ(0, watch_one(self->owner, KFDP_IOC_UNWATCH, self->handle, KFDP_SIM_HWS,
+				       qid));
+		EXPECT_EQ(0, kfdp_queue_destroy(self->tenant, qid));
+	}
+	if (file != MAP_FAILED)
+		munmap(file, page);
+	munmap(mem, 2 * page);
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
 }
 
 /* A watch outlives the tenant's exit safely, and says so. */

@@ -208,11 +208,19 @@ struct kfdp_freeze {
  * DETACH or close. A watch is of one queue: WATCH of a queue id whose
  * queue was destroyed drops the old watch (ENOENT), and of an id given to
  * a new queue (a new ring or indices) watches the new queue in the old
- * one's place (0). Entry statuses: 0; KFDP_R_ALREADY (already watched, or
+ * one's place (0). A watch follows its addresses: once the tenant unmaps
+ * the memory a watch pinned, that watch reads as idle until the module pins
+ * it again where QUERY says its queue's indices are now (memory mapped anew
+ * at the same addresses included): at a WATCH of it, or by itself within
+ * 100 ms (then 200, 400, 800 ms and each second while that fails).
+ * Entry statuses: 0; KFDP_R_ALREADY (already watched, or
  * not watched for UNWATCH); EINVAL bad handle or gpu_id; ESRCH target
  * exited; ENOENT no such queue; EOPNOTSUPP a queue without AQL indices
  * (SDMA, or a simulated queue without a ring); EFAULT the indices are not
- * in pinnable memory; ENOSPC the owner already watches max_watches queues;
+ * in pinnable memory; EAGAIN their page is not resident and faulting it in
+ * could wait on another process (a file mapping's server, a userfaultfd
+ * handler): WATCH again once the tenant has used the queue; ENOSPC the
+ * owner already watches max_watches queues;
  * ENOMEM the caller's RLIMIT_MEMLOCK (a watch pins up to two pages, charged
  * to the caller).
  */
