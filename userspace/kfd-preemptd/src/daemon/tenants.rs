@@ -443,7 +443,7 @@ impl<B: Backend> Daemon<'_, B> {
                     ("pid", json!(pid)),
                     ("decision", json!(name)),
                     ("queue", json!(q.to_string())),
-                    ("outcome", json!(o.to_string())),
+                    ("outcome", json!(super::watcher::watch_refusal(&o))),
                 ],
             );
         }

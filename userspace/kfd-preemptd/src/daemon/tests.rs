@@ -200,6 +200,8 @@ struct State {
     skew: Duration,
     /// The most queues WATCH takes per file (the module's max_watches).
     watch_room: Option<usize>,
+    /// Queue ids WATCH refuses with `EAGAIN` (indices not resident).
+    watch_again: HashSet<u32>,
     /// ARM signals the eventfd if its condition holds at once.
     signal_on_arm: bool,
     calls: Vec<(usize, Call)>,
@@ -375,11 +377,14 @@ impl Backend for Fake {
         self.push(Call::Watch(queues.to_vec()));
         let mut s = self.s.borrow_mut();
         let room = s.watch_room;
+        let again = s.watch_again.clone();
         let watched = s.watched.entry(self.file).or_default();
         let mut report = all_done(queues);
         for (q, o) in report.outcomes.iter_mut() {
             if room.is_some_and(|room| watched.len() >= room) {
                 *o = Outcome::Failed(EntryError::Other(Errno::NOSPC.raw_os_error()));
+            } else if again.contains(&q.queue_id) {
+                *o = Outcome::Failed(EntryError::TooSoon);
             } else {
                 watched.push(*q);
             }
@@ -874,6 +879,30 @@ fn lc_queues_refused_for_want_of_room_are_retried_when_a_watch_is_released() {
         .contains(&(1, Call::Watch(vec![fq(1, LC, A, 2)]))));
     let w = d.arenas[&LC_A].watcher.as_ref().unwrap();
     assert_eq!(w.watched[&LC], vec![fq(1, LC, A, 2)]);
+}
+
+#[test]
+fn an_lc_queue_the_module_cannot_pin_yet_is_asked_for_at_every_scan() {
+    let (p, fake, cfg) = world("eagain");
+    fake.s.borrow_mut().watch_again.insert(0);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    d.scan();
+    let watches = |fake: &Fake| {
+        fake.calls()
+            .iter()
+            .filter(|(_, c)| *c == Call::Watch(vec![fq(1, LC, A, 0)]))
+            .count()
+    };
+    assert_eq!(watches(&fake), 2, "asked for again at the next scan");
+    fake.s.borrow_mut().watch_again.clear();
+    d.scan();
+    assert_eq!(watches(&fake), 1);
+    let w = d.arenas[&LC_A].watcher.as_ref().unwrap();
+    assert_eq!(w.watched[&LC], vec![fq(1, LC, A, 0)]);
+    assert!(w.unwatchable.is_empty());
+    d.scan();
+    assert_eq!(watches(&fake), 0, "watched: not asked for again");
 }
 
 #[test]

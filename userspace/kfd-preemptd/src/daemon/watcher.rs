@@ -80,6 +80,50 @@ pub fn confirm(arm: &ArmState, sample: &Sample) -> Confirmation {
     }
 }
 
+/// When a queue the module refused to watch is asked for again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Not while it stays the same queue (an SDMA queue, memory that
+    /// cannot be pinned).
+    Never,
+    /// When a watch of this file is released (`ENOSPC`: the module's
+    /// `max_watches`; `ENOMEM`: the daemon's `RLIMIT_MEMLOCK`, which the
+    /// pins count against).
+    WhenRoom,
+    /// At the next scan: `EAGAIN` (its indices' page is not resident and
+    /// faulting it in could wait on another process, such as a file
+    /// mapping's server) or `EINTR`.
+    NextScan,
+}
+
+impl Retry {
+    /// When a WATCH entry that failed with `o` is tried again.
+    fn after(o: &Outcome) -> Self {
+        match o {
+            Outcome::Failed(EntryError::Other(e)) if *e == Errno::NOSPC.raw_os_error() => {
+                Retry::WhenRoom
+            }
+            Outcome::Failed(EntryError::Other(e)) if *e == Errno::INTR.raw_os_error() => {
+                Retry::NextScan
+            }
+            Outcome::Failed(EntryError::NoMemory) => Retry::WhenRoom,
+            Outcome::Failed(EntryError::TooSoon) => Retry::NextScan,
+            _ => Retry::Never,
+        }
+    }
+}
+
+/// What the log says of a WATCH entry that failed with `o`: `EAGAIN` means
+/// something else for WATCH than for PREEMPT, whose wording `Outcome` has.
+pub(super) fn watch_refusal(o: &Outcome) -> String {
+    match o {
+        Outcome::Failed(EntryError::TooSoon) => {
+            "EAGAIN: its indices are not resident (asked for again at the next scan)".to_string()
+        }
+        o => o.to_string(),
+    }
+}
+
 /// A queue as the tenant knows it: node and queue id, the same through
 /// every file that attaches the tenant.
 /// And which queue that id is: its ring's address (amdkfd gives a new
@@ -141,9 +185,9 @@ pub(super) struct Watcher<B: Backend> {
     pub watched: BTreeMap<i32, Vec<QueueRef>>,
     /// The ring of each watched queue when it was watched.
     pub rings: HashMap<QueueRef, u64>,
-    /// Queues the module refused to watch (logged once each), and whether
-    /// for want of room (`ENOSPC`: retried when a watch is released).
-    pub unwatchable: HashMap<(i32, QueueKey), bool>,
+    /// Queues the module refused to watch (logged once each), and when
+    /// they are asked for again.
+    pub unwatchable: HashMap<(i32, QueueKey), Retry>,
     /// Tenants this file could not attach: not retried until they leave.
     pub refused: HashSet<i32>,
     /// The SAMPLE read at this pass's wakeup, after the eventfd was
@@ -220,7 +264,7 @@ impl<B: Backend> Watcher<B> {
     /// Watches were released: queues refused for want of room (the
     /// module's `max_watches`) are tried again.
     fn watches_released(&mut self) {
-        self.unwatchable.retain(|_, no_room| !*no_room);
+        self.unwatchable.retain(|_, r| *r != Retry::WhenRoom);
     }
 
     /// Watches exactly `want` (each tenant's queues, by node and id):
@@ -299,7 +343,10 @@ impl<B: Backend> Watcher<B> {
                 .iter()
                 .filter(|k| {
                     !watched.iter().any(|q| watched_key(rings, q) == **k)
-                        && !self.unwatchable.contains_key(&(pid, **k))
+                        && self
+                            .unwatchable
+                            .get(&(pid, **k))
+                            .is_none_or(|r| *r == Retry::NextScan)
                 })
                 .map(|&(gpu_id, queue_id, ring)| {
                     let q = QueueRef {
@@ -319,16 +366,14 @@ impl<B: Backend> Watcher<B> {
                                 .iter()
                                 .find(|(a, _)| a == q)
                                 .map_or(0, |(_, ring)| *ring);
+                            let key = (pid, key_of(q, ring));
                             if o.is_success() {
                                 changes.changed = true;
                                 watched.push(*q);
                                 rings.insert(*q, ring);
-                            } else {
-                                let no_room = *o
-                                    == Outcome::Failed(EntryError::Other(
-                                        Errno::NOSPC.raw_os_error(),
-                                    ));
-                                self.unwatchable.insert((pid, key_of(q, ring)), no_room);
+                                self.unwatchable.remove(&key);
+                            } else if self.unwatchable.insert(key, Retry::after(o)).is_none() {
+                                // Logged the first time only.
                                 changes.refused.push((pid, *q, *o));
                             }
                         }
