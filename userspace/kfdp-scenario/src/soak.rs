@@ -20,7 +20,7 @@
 //! same mix (the timing differs). The kernel log is the caller's to check.
 
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     fs,
     io::{BufRead, BufReader, Seek, SeekFrom},
     path::PathBuf,
@@ -92,6 +92,17 @@ pub struct SoakReport {
     /// The longest one look at every tenant took, ms.
     pub check_ms_max: u64,
     pub preemptions: u64,
+    /// Best-effort compute queues made while latency-critical work was
+    /// pending on their node, of a process the daemon had listed: how many
+    /// were seen off the node while that work lasted, and how long after
+    /// they were made, ms (nearest rank; the checks' own period, about
+    /// 25 ms and more on a busy VM, is the resolution).
+    pub newcomers_taken: u64,
+    pub newcomer_taken_ms_p50: Option<f64>,
+    pub newcomer_taken_ms_p99: Option<f64>,
+    pub newcomer_taken_ms_max: Option<f64>,
+    /// Those whose node's latency-critical work ended first.
+    pub newcomers_outlived: u64,
     /// The VM's CPUs busy over the run, %.
     pub vm_busy_pct: f64,
     /// CPU time of the soak's own checks, and of the daemon, s.
@@ -177,19 +188,19 @@ struct Soak<'a> {
     watched: HashMap<QueueRef, u64>,
     /// Queues seen suspended without an owner, since when, ns.
     orphans: HashMap<(QueueRef, u64), u64>,
+    /// Best-effort queues made while their node's latency-critical work
+    /// was pending, still on the node: when they were made, ns.
+    newcomers: HashMap<(QueueRef, u64), u64>,
+    /// How long each newcomer took to be off the node, ms.
+    newcomer_taken_ms: Vec<f64>,
+    /// Newcomers timed or outlived already (and when they were made).
+    newcomers_timed: HashSet<((QueueRef, u64), u64)>,
     /// Wall clock minus CLOCK_MONOTONIC, ms.
     realtime_offset_ms: i64,
 }
 
 fn ms_now() -> u64 {
     now_ns() / 1_000_000
-}
-
-/// Wall-clock seconds, the daemon's `ts=`: a violation's time in its log.
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Open descriptors and resident memory (KiB) of `pid`.
@@ -212,10 +223,12 @@ impl<'a> Soak<'a> {
         *n += 1;
         let total: u64 = self.report.violations.values().sum();
         if total <= PRINTED {
+            // Wall-clock seconds, the daemon's `ts=`: where to look in its log.
+            let unix = (ms_now() as i64 + self.realtime_offset_ms) as f64 / 1000.0;
             println!(
                 "# VIOLATION {what} at {} ms (unix {:.3}): {detail} (kfdp-scenario soak --seed {} --nodes {}); events before it:",
                 ms_now(),
-                unix_now(),
+                unix,
                 self.args.seed,
                 self.args.nodes
             );
@@ -459,6 +472,12 @@ impl<'a> Soak<'a> {
         };
         let bound = self.args.bound_ms * 1_000_000;
         let busy_since = self.busy_since(&sample.queues, now);
+        // Per node, since when some latency-critical queue has had work.
+        let mut node_busy: HashMap<u32, u64> = HashMap::new();
+        for ((q, _), since) in &busy_since {
+            let at = node_busy.entry(q.gpu_id).or_insert(*since);
+            *at = (*at).min(*since);
+        }
         // Per node, since when one of its latency-critical queues has had
         // work without a break: its own watch samples only now and then,
         // and an idle gap between two requests, which the daemon rightly
@@ -471,9 +490,7 @@ impl<'a> Soak<'a> {
             // may not be found yet.
             let listed = lc_pids
                 .get(&key.0)
-                .and_then(|pid| self.lives.get(pid))
-                .and_then(|l| l.listed)
-                .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound);
+                .is_some_and(|pid| self.listed_for(*pid, now, bound));
             let made = lc_pids
                 .get(&key.0)
                 .and_then(|pid| self.made.get(&(*pid, key.0.queue_id)))
@@ -493,17 +510,14 @@ impl<'a> Soak<'a> {
                 }
             }
         }
+        self.time_newcomers(&lower, &node_busy, now);
         for (q, seen, pid) in lower {
             let Some(&(since, (lc_pid, lc_id, lc_ring))) = pending_since.get(&q.gpu_id) else {
                 continue;
             };
             // A best-effort process is judged, too, from when the daemon
             // listed it.
-            let listed = self
-                .lives
-                .get(&pid)
-                .and_then(|l| l.listed)
-                .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound);
+            let listed = self.listed_for(pid, now, bound);
             let held_long = listed && now - since > bound && now - seen > bound;
             if held_long && q.state.0 & QueueState::ACTIVE != 0 {
                 let ms = (now - since) / 1_000_000;
@@ -527,6 +541,59 @@ impl<'a> Soak<'a> {
                 }
             }
         }
+    }
+
+    /// Whether the daemon's statistics have listed `pid` for longer than
+    /// `bound` ns at `now`.
+    fn listed_for(&self, pid: i32, now: u64, bound: u64) -> bool {
+        self.lives
+            .get(&pid)
+            .and_then(|l| l.listed)
+            .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound)
+    }
+
+    /// Times the best-effort compute queues (`lower`) made while their
+    /// node had latency-critical work (`node_busy`: since when, per node)
+    /// until they are seen off the node; those whose node's work ends
+    /// first are counted apart.
+    fn time_newcomers(
+        &mut self,
+        lower: &[(QueueInfo, u64, i32)],
+        node_busy: &HashMap<u32, u64>,
+        now: u64,
+    ) {
+        let mut still = HashMap::new();
+        for (q, _, pid) in lower {
+            let key = (q.queue_ref(), q.ring_base_address);
+            let on_node = q.state.0 & QueueState::ACTIVE != 0;
+            let busy = node_busy.get(&q.gpu_id);
+            // When the process made it, by its own event: the checks may
+            // find a queue late.
+            let made_while_busy = || {
+                let made = *self.made.get(&(*pid, q.queue_id))?;
+                let listed = self.lives.get(pid)?.listed?;
+                (listed * 1_000_000 <= made && busy.is_some_and(|since| *since <= made))
+                    .then_some(made)
+            };
+            let Some(made) = self.newcomers.get(&key).copied().or_else(made_while_busy) else {
+                continue;
+            };
+            if self.newcomers_timed.contains(&(key, made)) {
+                continue;
+            }
+            if !on_node {
+                self.newcomer_taken_ms
+                    .push(now.saturating_sub(made) as f64 / 1e6);
+                self.newcomers_timed.insert((key, made));
+            } else if busy.is_some() {
+                still.insert(key, made);
+            } else {
+                self.report.newcomers_outlived += 1;
+                self.newcomers_timed.insert((key, made));
+            }
+        }
+        // Queues gone (destroyed, their process exited) are forgotten.
+        self.newcomers = still;
     }
 
     /// Brings [`Soak::busy_since`] up to `sample`: a queue keeps its start
@@ -726,6 +793,9 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
         made: HashMap::new(),
         watched: HashMap::new(),
         orphans: HashMap::new(),
+        newcomers: HashMap::new(),
+        newcomer_taken_ms: Vec::new(),
+        newcomers_timed: HashSet::new(),
         realtime_offset_ms: realtime_ms - ms_now() as i64,
     };
     (s.report.daemon_fds_before, s.report.daemon_rss_kib_before) = footprint(args.daemon_pid);
@@ -825,7 +895,20 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
         );
         s.violation("daemon", d);
     }
+    s.report.newcomers_taken = s.newcomer_taken_ms.len() as u64;
+    s.report.newcomer_taken_ms_p50 = crate::stats::percentile(&s.newcomer_taken_ms, 0.5);
+    s.report.newcomer_taken_ms_p99 = crate::stats::percentile(&s.newcomer_taken_ms, 0.99);
+    s.report.newcomer_taken_ms_max = crate::stats::percentile(&s.newcomer_taken_ms, 1.0);
     let r = &s.report;
+    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
+    println!(
+        "# soak: best-effort queues made while latency-critical work was pending: {} taken off the node after p50 {} ms, p99 {} ms, longest {} ms; {} outlived that work",
+        r.newcomers_taken,
+        ms(r.newcomer_taken_ms_p50),
+        ms(r.newcomer_taken_ms_p99),
+        ms(r.newcomer_taken_ms_max),
+        r.newcomers_outlived
+    );
     println!(
         "# soak: seed {} nodes {} {} s: {} servers, {} trainers, {} brief processes; {} forks ({} with a queue of their own, {} exec), {} queue re-creations, {} exits mid-request; {} preemptions; {} checks (longest {} ms); VM busy {:.0} %, soak {:.1} s CPU, daemon {:.1} s; violations {:?}",
         r.seed, r.nodes, r.seconds, r.servers, r.trainers, r.briefs, r.forks, r.forks_own_queue,
