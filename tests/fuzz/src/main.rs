@@ -25,7 +25,7 @@ mod oracle;
 mod program;
 mod repro;
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{io::Write, path::PathBuf, process::ExitCode};
 
 /// LibAFL says why it ends a campaign early (a program that outlived its
 /// timeout, a signal in the harness) only through `log`, and then exits
@@ -40,7 +40,17 @@ impl log::Log for StderrLog {
 
     fn log(&self, r: &log::Record<'_>) {
         if self.enabled(r.metadata()) {
-            eprintln!("kfdp-fuzz: libafl {}: {}", r.level(), r.args());
+            // Formatted on the stack and written with one write(2), not
+            // eprintln!: LibAFL logs from its signal handlers, and a signal
+            // that came while this thread held stderr's lock, or malloc's,
+            // would deadlock on it. A longer line is cut.
+            let mut buf = [0u8; 512];
+            let mut cur = std::io::Cursor::new(&mut buf[..]);
+            let _ = writeln!(cur, "kfdp-fuzz: libafl {}: {}", r.level(), r.args());
+            let n = usize::try_from(cur.position()).unwrap_or(0);
+            // SAFETY: `buf` is valid for `n` (at most its length) bytes; fd 2
+            // is only written to.
+            let _ = unsafe { libc::write(2, buf.as_ptr().cast(), n) };
         }
     }
 
