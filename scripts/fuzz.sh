@@ -64,10 +64,7 @@ tests/vm/run sim_nodes=4 sim_mes_nodes=10 pid_attach=1 --no-kselftest --no-kunit
 log=$out/vm/results.log
 [ -r "$log" ] || : >"$log"
 # A panic, a hang or a timeout leaves the sections out: each is then empty.
-extract() {
-	sed -n "/^=== kfdp-fuzz $1 begin ===/,/^=== kfdp-fuzz $1 end ===/p" "$log" |
-		sed '1d;$d' | tr -d '\r' || true
-}
+extract() { kfdp_vm_section "$log" kfdp-fuzz "$1"; }
 extract summary >"$out/summary.txt"
 extract progress >"$out/progress.log"
 extract pcs >"$out/pcs.txt"

@@ -80,6 +80,16 @@ kfdp_die() {
 	exit 1
 }
 
+# Print the lines of section NAME that a VM program wrote to its console
+# log LOG between "=== PROGRAM NAME begin ===" and "=== PROGRAM NAME end ===",
+# without those two lines or the serial line's carriage returns (nothing if
+# it wrote none).
+# usage: kfdp_vm_section LOG PROGRAM NAME
+kfdp_vm_section() {
+	sed -n "/^=== $2 $3 begin ===/,/^=== $2 $3 end ===/p" "$1" |
+		sed '1d;$d' | tr -d '\r' || true
+}
+
 # Run a phase and print how long it took, so that CI logs show where the
 # time goes (cold vs warm cache).
 kfdp_phase() {

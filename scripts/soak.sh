@@ -27,10 +27,7 @@ tests/vm/run "sim_nodes=$nodes" --no-kselftest --no-kunit --quiet --timeout "$((
 	--out "$out/vm" -- "$KFDP_ROOT/tests/vm/soak.sh" "DURATION=$duration" "SEED=$seed" \
 	"NODES=$nodes" "REUSE=${REUSE:-0}" || rc=$?
 log=$out/vm/results.log
-section() {
-	sed -n "/^=== kfdp-scenario soak $1 begin ===/,/^=== kfdp-scenario soak $1 end ===/p" "$log" |
-		sed '1d;$d' | tr -d '\r'
-}
+section() { kfdp_vm_section "$log" "kfdp-scenario soak" "$1"; }
 section json >"$out/soak.json"
 section daemon-log >"$out/daemon.log"
 section kernel-log >"$out/kernel.log"
