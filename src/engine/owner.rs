@@ -203,6 +203,16 @@ pub(crate) fn attachment<T>(attachments: &[Attachment<T>], handle: u32) -> Optio
     attachments.get(i)
 }
 
+/// The live target of `handle`: EINVAL if no such attachment, ESRCH if its
+/// target exited.
+pub(crate) fn attached_target<T>(attachments: &[Attachment<T>], handle: u32) -> Result<&T> {
+    attachment(attachments, handle)
+        .ok_or(EINVAL)?
+        .target
+        .as_ref()
+        .ok_or(ESRCH)
+}
+
 /// A mark's key in its owner's tree: handle, gpu_id, queue_id.
 pub(crate) type MarkKey = (u32, u32, u32);
 
@@ -541,7 +551,14 @@ impl<B: Backend> Owner<B> {
             return None;
         }
         let st = &mut *state;
-        let moved = crate::engine::watches::remake_moved(self, st, now_ns(), &mut remade);
+        let attachments = &st.attachments;
+        let moved = crate::engine::watches::remake_moved(
+            &self.backend,
+            &mut st.watches,
+            |h| attached_target(attachments, h),
+            now_ns(),
+            &mut remade,
+        );
         if moved > 0 {
             old_sampler = crate::activity::resample(&st.watches, &mut st.armed);
             REGISTRY.lock().stats.watches_remade += moved as u64;

@@ -4,6 +4,8 @@
 //! queues: what QUERY says of a queue now, and a watch of it pinned where
 //! its indices are. KFDP_IOC_WATCH ([`crate::ioctl::activity`]) makes them
 //! at the caller's request, housekeeping again for those whose memory moved.
+//! Targets come from the caller (`crate::engine::owner::attached_target`),
+//! so that the owner, which calls this, is not imported here.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -13,32 +15,27 @@ use crate::{
         Watch, //
     },
     backend::Backend,
-    engine::owner::{
-        attachment,
-        Owner,
-        State, //
-    },
     uapi::{
         self,
         kfdp_queue_ref, //
     },
 };
 
-/// What QUERY says now of the queue `e` names.
+/// What QUERY says now of the queue `e` names, of `target` (the target
+/// `e.handle` names, or why there is none).
 pub(crate) fn describe<B: Backend>(
-    owner: &Owner<B>,
-    state: &State<B::Target>,
+    backend: &B,
+    target: Result<&B::Target>,
     e: &kfdp_queue_ref,
 ) -> Result<uapi::kfdp_queue_info> {
-    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
-    let target = att.target.as_ref().ok_or(ESRCH)?;
-    if !owner.backend.gpu_ids(target)?.contains(&e.gpu_id) {
+    let target = target?;
+    if !backend.gpu_ids(target)?.contains(&e.gpu_id) {
         return Err(EINVAL);
     }
-    let total = owner.backend.query(target, e.gpu_id, &mut [])? as usize;
+    let total = backend.query(target, e.gpu_id, &mut [])? as usize;
     let mut infos = KVVec::with_capacity(total, GFP_KERNEL)?;
     infos.resize(total, uapi::kfdp_queue_info::default(), GFP_KERNEL)?;
-    let n = owner.backend.query(target, e.gpu_id, &mut infos)? as usize;
+    let n = backend.query(target, e.gpu_id, &mut infos)? as usize;
     infos[..n.min(total)]
         .iter()
         .find(|q| q.queue_id == e.queue_id)
@@ -54,11 +51,11 @@ pub(crate) fn instance_of(q: &uapi::kfdp_queue_info) -> QueueInstance {
     }
 }
 
-/// Watches the queue `qi` describes: pins its indices in the target's
+/// Watches the queue `qi` describes: pins its indices in `target`'s
 /// address space.
 pub(crate) fn watch_one<B: Backend>(
-    owner: &Owner<B>,
-    state: &State<B::Target>,
+    backend: &B,
+    target: &B::Target,
     e: &kfdp_queue_ref,
     qi: &uapi::kfdp_queue_info,
 ) -> Result<Watch> {
@@ -70,14 +67,8 @@ pub(crate) fn watch_one<B: Backend>(
     {
         return Err(crate::compat::eopnotsupp());
     }
-    let att = attachment(&state.attachments, e.handle).ok_or(EINVAL)?;
-    let target = att.target.as_ref().ok_or(ESRCH)?;
-    let read = owner
-        .backend
-        .pin_user(target, qi.read_pointer_address, false)?;
-    let write = owner
-        .backend
-        .pin_user(target, qi.write_pointer_address, false)?;
+    let read = backend.pin_user(target, qi.read_pointer_address, false)?;
+    let write = backend.pin_user(target, qi.write_pointer_address, false)?;
     Ok(Watch::new(
         e.handle,
         e.gpu_id,
@@ -88,14 +79,16 @@ pub(crate) fn watch_one<B: Backend>(
     ))
 }
 
-/// A new watch of the queue `e` names, where QUERY says its indices are.
+/// A new watch of the queue `e` names, of `target`, where QUERY says its
+/// indices are.
 fn watch_anew<B: Backend>(
-    owner: &Owner<B>,
-    state: &State<B::Target>,
+    backend: &B,
+    target: Result<&B::Target>,
     e: &kfdp_queue_ref,
 ) -> Result<Arc<Watch>> {
-    let qi = describe(owner, state, e)?;
-    Ok(Arc::new(watch_one(owner, state, e, &qi)?, GFP_KERNEL)?)
+    let target = target?;
+    let qi = describe(backend, Ok(target), e)?;
+    Ok(Arc::new(watch_one(backend, target, e, &qi)?, GFP_KERNEL)?)
 }
 
 /// Pins again the watches that moved ([`Watch::moved`]) and are due, each
@@ -105,17 +98,21 @@ fn watch_anew<B: Backend>(
 /// calls it at every run. The old watches go into `dropped`, for the
 /// caller to drop once it has unlocked, and [`crate::activity::resample`]
 /// if any were. A watch that cannot be pinned again (its queue is gone, or
-/// its memory not mapped yet) is tried again after a wait. Returns how many
-/// were replaced.
-pub(crate) fn remake_moved<B: Backend>(
-    owner: &Owner<B>,
-    state: &mut State<B::Target>,
+/// its memory not mapped yet) is tried again after a wait. `target_of`
+/// gives the target of a handle. Returns how many were replaced.
+pub(crate) fn remake_moved<'a, B: Backend>(
+    backend: &B,
+    watches: &mut KVec<Arc<Watch>>,
+    target_of: impl Fn(u32) -> Result<&'a B::Target>,
     now: i64,
     dropped: &mut KVec<Arc<Watch>>,
-) -> usize {
+) -> usize
+where
+    B::Target: 'a,
+{
     let mut replaced = 0;
-    for i in 0..state.watches.len() {
-        let w = &state.watches[i];
+    for i in 0..watches.len() {
+        let w = &watches[i];
         if !w.remake_due(now) {
             continue;
         }
@@ -128,15 +125,15 @@ pub(crate) fn remake_moved<B: Backend>(
         let remade = dropped
             .reserve(1, GFP_KERNEL)
             .map_err(Error::from)
-            .and_then(|()| watch_anew(owner, state, &e));
+            .and_then(|()| watch_anew(backend, target_of(e.handle), &e));
         match remade {
             Ok(new) => {
-                let old = core::mem::replace(&mut state.watches[i], new);
+                let old = core::mem::replace(&mut watches[i], new);
                 // Room reserved above.
                 let _ = dropped.push(old, GFP_KERNEL);
                 replaced += 1;
             }
-            Err(_) => state.watches[i].remake_failed(now),
+            Err(_) => watches[i].remake_failed(now),
         }
     }
     replaced

@@ -31,6 +31,7 @@ use crate::{
     clock::now_ns,
     engine::{
         owner::{
+            attached_target,
             attachment,
             Owner,
             State, //
@@ -130,7 +131,11 @@ fn watch_entry<B: Backend>(
     dropped: &mut KVec<Arc<Watch>>,
 ) -> Result<i32> {
     let old = state.watches.iter().position(|w| same_queue(w, e));
-    let qi = match describe(owner, state, e) {
+    let qi = match describe(
+        &owner.backend,
+        attached_target(&state.attachments, e.handle),
+        e,
+    ) {
         Ok(qi) => qi,
         // The watched queue was destroyed: its watch goes with it.
         Err(err) if err == ENOENT => {
@@ -161,7 +166,10 @@ fn watch_entry<B: Backend>(
     if stale.is_some() {
         dropped.reserve(1, GFP_KERNEL)?;
     }
-    let watch = match watch_one(owner, state, e, &qi).and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?)) {
+    let made = attached_target(&state.attachments, e.handle)
+        .and_then(|target| watch_one(&owner.backend, target, e, &qi))
+        .and_then(|w| Ok(Arc::new(w, GFP_KERNEL)?));
+    let watch = match made {
         Ok(w) => w,
         Err(err) => {
             // The old watch reads memory the queue no longer uses: it goes
