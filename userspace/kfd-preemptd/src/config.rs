@@ -136,6 +136,11 @@ pub struct DaemonConfig {
     pub tenants: Tenants,
     /// How often `/proc` is scanned for tenants and their queues re-queried.
     pub scan_interval_ms: u32,
+    /// While a decision holds lower levels off a node, how often the
+    /// queues of those levels' tenants on that node are queried, so that a
+    /// queue they make meanwhile is taken within this, not within a scan;
+    /// 0: at scans only.
+    pub held_scan_interval_ms: u32,
     /// How often the module samples the watched queues while armed.
     pub sample_period_us: u32,
     /// How long every latency-critical queue must be idle before
@@ -182,6 +187,7 @@ impl Default for DaemonConfig {
             device: PathBuf::from("/dev/kfd_preempt"),
             tenants: Tenants::Kfd,
             scan_interval_ms: 200,
+            held_scan_interval_ms: 20,
             sample_period_us: 50,
             idle_hysteresis_us: 1000,
             idle_hysteresis_max_us: 0,
@@ -202,6 +208,11 @@ impl DaemonConfig {
     /// `scan_interval_ms` as a duration.
     pub fn scan_interval(&self) -> Duration {
         Duration::from_millis(self.scan_interval_ms.into())
+    }
+    /// `held_scan_interval_ms` as a duration; `None` if off.
+    pub fn held_scan_interval(&self) -> Option<Duration> {
+        (self.held_scan_interval_ms > 0)
+            .then(|| Duration::from_millis(self.held_scan_interval_ms.into()))
     }
     /// `sample_period_us` as a duration.
     pub fn sample_period(&self) -> Duration {
@@ -477,6 +488,15 @@ impl Config {
         if d.scan_interval_ms == 0 {
             return Err(invalid("daemon.scan_interval_ms", "must be at least 1"));
         }
+        if d.held_scan_interval_ms > d.scan_interval_ms {
+            return Err(invalid(
+                "daemon.held_scan_interval_ms",
+                format!(
+                    "{} is longer than scan_interval_ms ({}): it could only come later than a scan",
+                    d.held_scan_interval_ms, d.scan_interval_ms
+                ),
+            ));
+        }
         if d.fifo_priority > 99 {
             return Err(invalid(
                 "daemon.fifo_priority",
@@ -689,6 +709,7 @@ mod tests {
             (200, 50, 1000, 200)
         );
         assert_eq!((d.min_share_period_ms, d.min_share_budget_ms), (1000, 100));
+        assert_eq!(d.held_scan_interval(), Some(Duration::from_millis(20)));
         // No adaptation by default: the most is the hysteresis itself.
         assert_eq!(d.idle_hysteresis_max_us, 0);
         assert_eq!(d.idle_hysteresis_max(), d.idle_hysteresis());
@@ -951,6 +972,12 @@ mod tests {
     #[test]
     fn other_ranges_are_checked() {
         assert!(err("[daemon]\nscan_interval_ms = 0\n").starts_with("daemon.scan_interval_ms:"));
+        assert!(
+            err("[daemon]\nscan_interval_ms = 50\nheld_scan_interval_ms = 51\n")
+                .starts_with("daemon.held_scan_interval_ms:")
+        );
+        let off = Config::parse("[daemon]\nheld_scan_interval_ms = 0\n").unwrap();
+        assert_eq!(off.daemon.held_scan_interval(), None);
         assert!(err("[daemon]\nlease_ms = 86400001\n").starts_with("daemon.lease_ms:"));
         assert!(err("[daemon]\nidle_hysteresis_us = 10000001\n")
             .starts_with("daemon.idle_hysteresis_us:"));

@@ -168,6 +168,9 @@ pub struct Daemon<'c, B: Backend> {
     sink: Sink,
     started: Duration,
     next_scan: Duration,
+    /// When the tenants under a held decision are queried next
+    /// (`held_scan_interval_ms`).
+    next_held_scan: Duration,
     next_stats: Duration,
     /// Lists processes off the main loop; `None`: the loop lists them
     /// itself (tests, through the backend).
@@ -226,6 +229,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             sink,
             started: now,
             next_scan: now,
+            next_held_scan: now,
             next_stats: now + STATS_INTERVAL,
             lister: None,
         })
@@ -302,10 +306,12 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 self.next_stats = now + STATS_INTERVAL;
             }
             let now = monotonic();
+            let held_scan = self.held_scan_due();
             let deadline = self
                 .next_stats
                 .min(self.next_deadline(now))
-                .min(self.next_scan);
+                .min(self.next_scan)
+                .min(held_scan.unwrap_or(Duration::MAX));
             let timeout = Timespec::try_from(deadline.saturating_sub(now)).unwrap_or(Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -367,9 +373,25 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 }
                 self.next_scan = monotonic() + self.cfg.daemon.scan_interval();
             }
+            if let (Some(due), Some(every)) =
+                (self.held_scan_due(), self.cfg.daemon.held_scan_interval())
+            {
+                let now = monotonic();
+                if now >= due {
+                    self.refresh_held();
+                    self.next_held_scan = now + every;
+                }
+            }
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// When the tenants under held decisions are to be queried again: `None`
+    /// while no decision holds (or `held_scan_interval_ms` is 0).
+    fn held_scan_due(&self) -> Option<Duration> {
+        self.cfg.daemon.held_scan_interval()?;
+        self.holds_any().then_some(self.next_held_scan)
     }
 
     /// Delivers a tick to the decisions whose deadline has come.

@@ -65,6 +65,40 @@ impl<B: Backend> Daemon<'_, B> {
     /// the scan thread waits for a CPU.
     pub(super) fn refresh_tenants(&mut self) {
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
+        self.refresh_tenants_of(pids);
+    }
+
+    /// Queries again the queues of the tenants below a decision that holds
+    /// them off a node, with queues on that node: a queue one makes while
+    /// held is taken at once, not at the next scan.
+    pub(super) fn refresh_held(&mut self) {
+        let held: Vec<ArenaKey> = self
+            .arenas
+            .iter()
+            .filter(|(_, a)| a.policy.is_held())
+            .map(|(k, _)| *k)
+            .collect();
+        let pids: Vec<i32> = self
+            .tenants
+            .iter()
+            .filter(|(_, t)| {
+                held.iter()
+                    .any(|&(node, rank)| t.rank < rank && t.queues.iter().any(|q| q.gpu_id == node))
+            })
+            .map(|(pid, _)| *pid)
+            .collect();
+        if !pids.is_empty() {
+            self.refresh_tenants_of(pids);
+        }
+    }
+
+    /// Whether some decision holds lower levels off its node.
+    pub(super) fn holds_any(&self) -> bool {
+        self.arenas.values().any(|a| a.policy.is_held())
+    }
+
+    /// [`Self::refresh_tenants`] of `pids` only.
+    fn refresh_tenants_of(&mut self, pids: Vec<i32>) {
         let mut exited = Vec::new();
         for pid in pids {
             if !self.refresh_queues(pid) {

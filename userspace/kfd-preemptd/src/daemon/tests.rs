@@ -849,6 +849,37 @@ fn new_be_queues_while_held_are_preempted_at_the_next_scan() {
 }
 
 #[test]
+fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
+    let (p, fake, cfg) = world("newq-held");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    let new_queue = |fake: &Fake| {
+        fake.s
+            .borrow_mut()
+            .queues
+            .get_mut(&BE)
+            .unwrap()
+            .push((A, 3, QueueType::ComputeAql));
+    };
+    // Nothing held: nothing asked.
+    assert!(!d.holds_any());
+    fake.calls();
+    new_queue(&fake);
+    d.refresh_held();
+    assert!(fake.main_calls().is_empty());
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    assert!(d.holds_any());
+    fake.calls();
+    d.refresh_held();
+    // As at a scan: the decision's lower queues, the new one with them
+    // (the module answers ALREADY for those it holds).
+    let mut all = be_refs();
+    all.push(mq(BE, A, 3));
+    assert_eq!(fake.main_calls(), vec![Call::Preempt(all, LEASE)]);
+}
+
+#[test]
 fn lc_queues_refused_for_want_of_room_are_retried_when_a_watch_is_released() {
     let (p, fake, cfg) = world("nospc");
     fake.s.borrow_mut().watch_room = Some(1);
