@@ -20,7 +20,7 @@
 //! same mix (the timing differs). The kernel log is the caller's to check.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     fs,
     io::{BufRead, BufReader, Seek, SeekFrom},
     path::PathBuf,
@@ -92,16 +92,15 @@ pub struct SoakReport {
     /// The longest one look at every tenant took, ms.
     pub check_ms_max: u64,
     pub preemptions: u64,
-    /// Best-effort compute queues made while latency-critical work was
-    /// pending on their node, of a process the daemon had listed: how many
-    /// were seen off the node while that work lasted, and how long after
-    /// they were made, ms (nearest rank; the checks' own period, about
-    /// 25 ms and more on a busy VM, is the resolution).
+    /// Rings a trainer made again while the daemon held its node (its
+    /// other ring off the node): how many the node took off within a
+    /// second, and after how long, ms (nearest rank, polled by the trainer
+    /// every millisecond, from its call to the node's state).
     pub newcomers_taken: u64,
     pub newcomer_taken_ms_p50: Option<f64>,
     pub newcomer_taken_ms_p99: Option<f64>,
     pub newcomer_taken_ms_max: Option<f64>,
-    /// Those whose node's latency-critical work ended first.
+    /// Those that stayed on the node for that second.
     pub newcomers_outlived: u64,
     /// The VM's CPUs busy over the run, %.
     pub vm_busy_pct: f64,
@@ -188,13 +187,9 @@ struct Soak<'a> {
     watched: HashMap<QueueRef, u64>,
     /// Queues seen suspended without an owner, since when, ns.
     orphans: HashMap<(QueueRef, u64), u64>,
-    /// Best-effort queues made while their node's latency-critical work
-    /// was pending, still on the node: when they were made, ns.
-    newcomers: HashMap<(QueueRef, u64), u64>,
-    /// How long each newcomer took to be off the node, ms.
+    /// How long each ring a trainer made while its node was held took
+    /// to be off the node, ms (its "taken" events).
     newcomer_taken_ms: Vec<f64>,
-    /// Newcomers timed or outlived already (and when they were made).
-    newcomers_timed: HashSet<((QueueRef, u64), u64)>,
     /// Wall clock minus CLOCK_MONOTONIC, ms.
     realtime_offset_ms: i64,
 }
@@ -370,6 +365,14 @@ impl<'a> Soak<'a> {
                     self.lives.entry(child).or_default().exited.get_or_insert(t);
                 }
             }
+            // A trainer's ring made while its node was held, and how
+            // long it stayed on (µs), or that it stayed on for a second.
+            "taken" => {
+                if let Some(us) = rest.get(2).and_then(|a| a.parse::<f64>().ok()) {
+                    self.newcomer_taken_ms.push(us / 1000.0);
+                }
+            }
+            "untaken" => self.report.newcomers_outlived += 1,
             "recreate" | "queue" => {
                 if ev == "recreate" {
                     self.report.queue_recreations += 1;
@@ -472,12 +475,6 @@ impl<'a> Soak<'a> {
         };
         let bound = self.args.bound_ms * 1_000_000;
         let busy_since = self.busy_since(&sample.queues, now);
-        // Per node, since when some latency-critical queue has had work.
-        let mut node_busy: HashMap<u32, u64> = HashMap::new();
-        for ((q, _), since) in &busy_since {
-            let at = node_busy.entry(q.gpu_id).or_insert(*since);
-            *at = (*at).min(*since);
-        }
         // Per node, since when one of its latency-critical queues has had
         // work without a break: its own watch samples only now and then,
         // and an idle gap between two requests, which the daemon rightly
@@ -510,7 +507,6 @@ impl<'a> Soak<'a> {
                 }
             }
         }
-        self.time_newcomers(&lower, &node_busy, now);
         for (q, seen, pid) in lower {
             let Some(&(since, (lc_pid, lc_id, lc_ring))) = pending_since.get(&q.gpu_id) else {
                 continue;
@@ -550,50 +546,6 @@ impl<'a> Soak<'a> {
             .get(&pid)
             .and_then(|l| l.listed)
             .is_some_and(|at| now.saturating_sub(at * 1_000_000) > bound)
-    }
-
-    /// Times the best-effort compute queues (`lower`) made while their
-    /// node had latency-critical work (`node_busy`: since when, per node)
-    /// until they are seen off the node; those whose node's work ends
-    /// first are counted apart.
-    fn time_newcomers(
-        &mut self,
-        lower: &[(QueueInfo, u64, i32)],
-        node_busy: &HashMap<u32, u64>,
-        now: u64,
-    ) {
-        let mut still = HashMap::new();
-        for (q, _, pid) in lower {
-            let key = (q.queue_ref(), q.ring_base_address);
-            let on_node = q.state.0 & QueueState::ACTIVE != 0;
-            let busy = node_busy.get(&q.gpu_id);
-            // When the process made it, by its own event: the checks may
-            // find a queue late.
-            let made_while_busy = || {
-                let made = *self.made.get(&(*pid, q.queue_id))?;
-                let listed = self.lives.get(pid)?.listed?;
-                (listed * 1_000_000 <= made && busy.is_some_and(|since| *since <= made))
-                    .then_some(made)
-            };
-            let Some(made) = self.newcomers.get(&key).copied().or_else(made_while_busy) else {
-                continue;
-            };
-            if self.newcomers_timed.contains(&(key, made)) {
-                continue;
-            }
-            if !on_node {
-                self.newcomer_taken_ms
-                    .push(now.saturating_sub(made) as f64 / 1e6);
-                self.newcomers_timed.insert((key, made));
-            } else if busy.is_some() {
-                still.insert(key, made);
-            } else {
-                self.report.newcomers_outlived += 1;
-                self.newcomers_timed.insert((key, made));
-            }
-        }
-        // Queues gone (destroyed, their process exited) are forgotten.
-        self.newcomers = still;
     }
 
     /// Brings [`Soak::busy_since`] up to `sample`: a queue keeps its start
@@ -746,7 +698,15 @@ impl<'a> Soak<'a> {
         let state = stat
             .rsplit_once(')')
             .and_then(|(_, rest)| rest.trim_start().chars().next());
-        !matches!(state, Some('Z' | 'X') | None)
+        if matches!(state, Some('Z' | 'X') | None) {
+            return false;
+        }
+        // Exiting: its address space is gone (exit_mm) before it is a
+        // zombie, and with it its KFD process, which the daemon may drop
+        // at once (a held tenant is queried every held_scan_interval_ms).
+        // /proc/PID/status lists no VmSize then.
+        fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("VmSize:")))
     }
 }
 
@@ -793,9 +753,7 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
         made: HashMap::new(),
         watched: HashMap::new(),
         orphans: HashMap::new(),
-        newcomers: HashMap::new(),
         newcomer_taken_ms: Vec::new(),
-        newcomers_timed: HashSet::new(),
         realtime_offset_ms: realtime_ms - ms_now() as i64,
     };
     (s.report.daemon_fds_before, s.report.daemon_rss_kib_before) = footprint(args.daemon_pid);
@@ -902,7 +860,7 @@ pub fn run(args: &SoakArgs) -> crate::Result<bool> {
     let r = &s.report;
     let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
     println!(
-        "# soak: best-effort queues made while latency-critical work was pending: {} taken off the node after p50 {} ms, p99 {} ms, longest {} ms; {} outlived that work",
+        "# soak: best-effort rings made while their node was held: {} taken off the node after p50 {} ms, p99 {} ms, longest {} ms; {} still on it after 1 s",
         r.newcomers_taken,
         ms(r.newcomer_taken_ms_p50),
         ms(r.newcomer_taken_ms_p99),

@@ -30,7 +30,7 @@ use std::{
 use clap::{Args, ValueEnum};
 use kfd_preempt::{
     sim::{SimRing, SimTenant},
-    QueueType,
+    QueueState, QueueType,
 };
 
 use crate::{clock::now_ns, rng::Rng};
@@ -273,8 +273,18 @@ fn trainer(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::R
             let address = old.ring_address();
             drop(old);
             spacers.extend(Spacer::at(address, args.reuse_ring_address));
+            let made = now_ns();
             let r = tenant.create_ring(node, PRIORITY, PACKETS)?;
-            ev.log(&format!("recreate {} {}", node, r.queue().queue_id));
+            let id = r.queue().queue_id;
+            ev.log(&format!("recreate {node} {id}"));
+            // Made while the daemon holds the node (the other ring is off
+            // it): how long the new one stays on, by the node's own word.
+            if !rings.is_empty() && rings.iter().all(|o| suspended(&tenant, o.queue().queue_id)) {
+                match time_until_suspended(&tenant, id, made, ms(1000)) {
+                    Some(us) => ev.log(&format!("taken {node} {id} {us}")),
+                    None => ev.log(&format!("untaken {node} {id}")),
+                }
+            }
             rings.push(r);
         }
         workers.retain(|&pid| !reaped(pid, ev));
@@ -289,6 +299,28 @@ fn trainer(args: &ZooArgs, end: u64, rng: &mut Rng, ev: &mut Events) -> crate::R
     }
     ev.log("exit");
     Ok(())
+}
+
+/// Whether the simulated node has queue `id` of `tenant` off it.
+fn suspended(tenant: &SimTenant, id: u32) -> bool {
+    tenant
+        .status(id)
+        .is_ok_and(|s| s.state.0 & QueueState::SUSPENDED != 0)
+}
+
+/// Microseconds from `made` until queue `id` is off the node, polled every
+/// millisecond for at most `limit`; `None` if it stayed on.
+fn time_until_suspended(tenant: &SimTenant, id: u32, made: u64, limit: Duration) -> Option<u64> {
+    let end = made + limit.as_nanos() as u64;
+    loop {
+        if suspended(tenant, id) {
+            return Some((now_ns() - made) / 1000);
+        }
+        if now_ns() >= end {
+            return None;
+        }
+        sleep(ms(1));
+    }
 }
 
 fn secs_ns(s: f64) -> u64 {
