@@ -209,10 +209,13 @@ impl DaemonConfig {
     pub fn scan_interval(&self) -> Duration {
         Duration::from_millis(self.scan_interval_ms.into())
     }
-    /// `held_scan_interval_ms` as a duration; `None` if off.
+    /// `held_scan_interval_ms` as a duration, at most `scan_interval_ms`
+    /// (a configuration that shortened scans keeps them as they were);
+    /// `None` if off.
     pub fn held_scan_interval(&self) -> Option<Duration> {
-        (self.held_scan_interval_ms > 0)
-            .then(|| Duration::from_millis(self.held_scan_interval_ms.into()))
+        (self.held_scan_interval_ms > 0).then(|| {
+            Duration::from_millis(self.held_scan_interval_ms.min(self.scan_interval_ms).into())
+        })
     }
     /// `sample_period_us` as a duration.
     pub fn sample_period(&self) -> Duration {
@@ -487,15 +490,6 @@ impl Config {
         }
         if d.scan_interval_ms == 0 {
             return Err(invalid("daemon.scan_interval_ms", "must be at least 1"));
-        }
-        if d.held_scan_interval_ms > d.scan_interval_ms {
-            return Err(invalid(
-                "daemon.held_scan_interval_ms",
-                format!(
-                    "{} is longer than scan_interval_ms ({}): it could only come later than a scan",
-                    d.held_scan_interval_ms, d.scan_interval_ms
-                ),
-            ));
         }
         if d.fifo_priority > 99 {
             return Err(invalid(
@@ -972,9 +966,12 @@ mod tests {
     #[test]
     fn other_ranges_are_checked() {
         assert!(err("[daemon]\nscan_interval_ms = 0\n").starts_with("daemon.scan_interval_ms:"));
-        assert!(
-            err("[daemon]\nscan_interval_ms = 50\nheld_scan_interval_ms = 51\n")
-                .starts_with("daemon.held_scan_interval_ms:")
+        // A configuration written before held_scan_interval_ms existed,
+        // with scans shorter than its default, still starts.
+        let short = Config::parse("[daemon]\nscan_interval_ms = 10\n").unwrap();
+        assert_eq!(
+            short.daemon.held_scan_interval(),
+            Some(Duration::from_millis(10))
         );
         let off = Config::parse("[daemon]\nheld_scan_interval_ms = 0\n").unwrap();
         assert_eq!(off.daemon.held_scan_interval(), None);

@@ -376,10 +376,10 @@ impl<'c, B: Backend> Daemon<'c, B> {
             if let (Some(due), Some(every)) =
                 (self.held_scan_due(), self.cfg.daemon.held_scan_interval())
             {
-                let now = monotonic();
-                if now >= due {
+                if monotonic() >= due {
                     self.refresh_held();
-                    self.next_held_scan = now + every;
+                    // From its end: a slow one is not followed at once.
+                    self.next_held_scan = monotonic() + every;
                 }
             }
         }

@@ -4,6 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kfd_preempt::{QueueRef, QueueState};
+
+/// A tenant's queues as `refresh_held` compares them.
+type QueueSnapshot = (
+    Vec<QueueRef>,
+    std::collections::HashMap<QueueRef, u64>,
+    std::collections::HashSet<QueueRef>,
+);
 use serde_json::json;
 
 use super::{
@@ -87,9 +94,32 @@ impl<B: Backend> Daemon<'_, B> {
             })
             .map(|(pid, _)| *pid)
             .collect();
-        if !pids.is_empty() {
-            self.refresh_tenants_of(pids);
+        // Only a change is worth a sync (its watcher retries and logs are
+        // the scans'): a tenant gone, or queues other than they were.
+        let before: Vec<_> = pids.iter().map(|p| self.tenant_queues(*p)).collect();
+        let mut exited = Vec::new();
+        for &pid in &pids {
+            if !self.refresh_queues(pid) {
+                exited.push(pid);
+            }
         }
+        let changed = pids
+            .iter()
+            .zip(before)
+            .any(|(p, b)| self.tenant_queues(*p) != b);
+        if !exited.is_empty() || changed {
+            for pid in exited {
+                self.tenants_remove(pid, "exited");
+            }
+            self.sync_decisions();
+        }
+    }
+
+    /// What `refresh_held` compares: a tenant's queues, rings, and those
+    /// not held by the daemon.
+    fn tenant_queues(&self, pid: i32) -> Option<QueueSnapshot> {
+        let t = self.tenants.get(&pid)?;
+        Some((t.queues.clone(), t.rings.clone(), t.not_held.clone()))
     }
 
     /// Whether some decision holds lower levels off its node.
