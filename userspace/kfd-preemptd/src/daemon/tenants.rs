@@ -72,7 +72,32 @@ impl<B: Backend> Daemon<'_, B> {
     /// the scan thread waits for a CPU.
     pub(super) fn refresh_tenants(&mut self) {
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
-        self.refresh_tenants_of(pids);
+        for pid in self.query_queues_of(&pids) {
+            self.tenants_remove(pid, "exited");
+        }
+        self.sync_decisions();
+        let pending: Vec<ArenaKey> = self
+            .arenas
+            .iter()
+            .filter(|(_, a)| {
+                a.watcher
+                    .as_ref()
+                    .is_some_and(|w| w.arm == super::ArmState::Off && w.arm_pending.is_some())
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in pending {
+            self.rearm(k);
+        }
+    }
+
+    /// Queries the queues of `pids` again; returns those whose process
+    /// exited, for the caller to remove.
+    fn query_queues_of(&mut self, pids: &[i32]) -> Vec<i32> {
+        pids.iter()
+            .copied()
+            .filter(|&pid| !self.refresh_queues(pid))
+            .collect()
     }
 
     /// Queries again the queues of the tenants below a decision that holds
@@ -97,12 +122,7 @@ impl<B: Backend> Daemon<'_, B> {
         // Only a change is worth a sync (its watcher retries and logs are
         // the scans'): a tenant gone, or queues other than they were.
         let before: Vec<_> = pids.iter().map(|p| self.tenant_queues(*p)).collect();
-        let mut exited = Vec::new();
-        for &pid in &pids {
-            if !self.refresh_queues(pid) {
-                exited.push(pid);
-            }
-        }
+        let exited = self.query_queues_of(&pids);
         let changed = pids
             .iter()
             .zip(before)
@@ -125,33 +145,6 @@ impl<B: Backend> Daemon<'_, B> {
     /// Whether some decision holds lower levels off its node.
     pub(super) fn holds_any(&self) -> bool {
         self.arenas.values().any(|a| a.policy.is_held())
-    }
-
-    /// [`Self::refresh_tenants`] of `pids` only.
-    fn refresh_tenants_of(&mut self, pids: Vec<i32>) {
-        let mut exited = Vec::new();
-        for pid in pids {
-            if !self.refresh_queues(pid) {
-                exited.push(pid);
-            }
-        }
-        for pid in exited {
-            self.tenants_remove(pid, "exited");
-        }
-        self.sync_decisions();
-        let pending: Vec<ArenaKey> = self
-            .arenas
-            .iter()
-            .filter(|(_, a)| {
-                a.watcher
-                    .as_ref()
-                    .is_some_and(|w| w.arm == super::ArmState::Off && w.arm_pending.is_some())
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for k in pending {
-            self.rearm(k);
-        }
     }
 
     fn add_tenant(&mut self, c: Candidate) {
