@@ -136,8 +136,9 @@ pub struct DaemonConfig {
     pub tenants: Tenants,
     /// How often `/proc` is scanned for tenants and their queues re-queried.
     pub scan_interval_ms: u32,
-    /// While a decision holds lower levels off a node, how often the
-    /// queues of those levels' tenants on that node are queried, so that a
+    /// While a decision keeps lower levels off a node (it holds them, or
+    /// its level is busy), how often the queues of those levels' tenants
+    /// on that node are queried, so that a
     /// queue they make meanwhile is taken within this, not within a scan;
     /// 0: at scans only.
     pub held_scan_interval_ms: u32,

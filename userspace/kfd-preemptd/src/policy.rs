@@ -455,6 +455,13 @@ impl Policy {
         self.held
     }
 
+    /// Whether a BE queue made now is to be taken off the GPU: BE is held,
+    /// or LC is busy with no BE queue left to hold (a BE tenant between
+    /// destroying its only queue and making the next).
+    pub fn keeps_be_off(&self) -> bool {
+        self.held || self.mode == Mode::LcBusy
+    }
+
     /// The idle hysteresis the next `ALL_IDLE` asks for.
     pub fn idle_hysteresis(&self) -> Duration {
         self.idle

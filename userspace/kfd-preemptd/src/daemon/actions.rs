@@ -601,7 +601,7 @@ impl<B: Backend> Daemon<'_, B> {
                 .collect();
             // Exited tenants first: their decision may end with them.
             for pid in exited {
-                self.remove_tenant(pid, "exited");
+                self.remove_exited_tenant(pid);
             }
             let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) else {
                 continue;

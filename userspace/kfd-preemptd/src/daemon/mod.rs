@@ -34,7 +34,7 @@ mod tests;
 mod watcher;
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
     fmt,
     os::fd::BorrowedFd,
     path::PathBuf,
@@ -138,6 +138,10 @@ struct Tenant {
     /// daemon tells a held decision that the queue on the node now is
     /// another.
     not_held: HashSet<QueueRef>,
+    /// The nodes it has had compute queues on since it was attached: a
+    /// held decision queries it while it makes a node's only queue again
+    /// (HIP destroys a stream's queue and makes the next stream's).
+    nodes: BTreeSet<u32>,
 }
 
 /// The daemon's state.
@@ -387,11 +391,12 @@ impl<'c, B: Backend> Daemon<'c, B> {
         Ok(())
     }
 
-    /// When the tenants under held decisions are to be queried again: `None`
-    /// while no decision holds (or `held_scan_interval_ms` is 0).
+    /// When the tenants under decisions that keep them off a node are to be
+    /// queried again: `None` while none does (or `held_scan_interval_ms` is
+    /// 0).
     fn held_scan_due(&self) -> Option<Duration> {
         self.cfg.daemon.held_scan_interval()?;
-        self.holds_any().then_some(self.next_held_scan)
+        self.keeps_any_off().then_some(self.next_held_scan)
     }
 
     /// Delivers a tick to the decisions whose deadline has come.

@@ -73,7 +73,7 @@ impl<B: Backend> Daemon<'_, B> {
     pub(super) fn refresh_tenants(&mut self) {
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
         for pid in self.query_queues_of(&pids) {
-            self.tenants_remove(pid, "exited");
+            self.tenant_exited(pid);
         }
         self.sync_decisions();
         let pending: Vec<ArenaKey> = self
@@ -100,14 +100,14 @@ impl<B: Backend> Daemon<'_, B> {
             .collect()
     }
 
-    /// Queries again the queues of the tenants below a decision that holds
-    /// them off a node, with queues on that node: a queue one makes while
-    /// held is taken at once, not at the next scan.
+    /// Queries again the queues of the tenants below a decision that keeps
+    /// them off a node, and that have had queues on that node: a queue one
+    /// makes meanwhile is taken at once, not at the next scan.
     pub(super) fn refresh_held(&mut self) {
         let held: Vec<ArenaKey> = self
             .arenas
             .iter()
-            .filter(|(_, a)| a.policy.is_held())
+            .filter(|(_, a)| a.policy.keeps_be_off())
             .map(|(k, _)| *k)
             .collect();
         let pids: Vec<i32> = self
@@ -115,7 +115,7 @@ impl<B: Backend> Daemon<'_, B> {
             .iter()
             .filter(|(_, t)| {
                 held.iter()
-                    .any(|&(node, rank)| t.rank < rank && t.queues.iter().any(|q| q.gpu_id == node))
+                    .any(|&(node, rank)| t.rank < rank && t.nodes.contains(&node))
             })
             .map(|(pid, _)| *pid)
             .collect();
@@ -129,7 +129,7 @@ impl<B: Backend> Daemon<'_, B> {
             .any(|(p, b)| self.tenant_queues(*p) != b);
         if !exited.is_empty() || changed {
             for pid in exited {
-                self.tenants_remove(pid, "exited");
+                self.tenant_exited(pid);
             }
             self.sync_decisions();
         }
@@ -142,9 +142,10 @@ impl<B: Backend> Daemon<'_, B> {
         Some((t.queues.clone(), t.rings.clone(), t.not_held.clone()))
     }
 
-    /// Whether some decision holds lower levels off its node.
-    pub(super) fn holds_any(&self) -> bool {
-        self.arenas.values().any(|a| a.policy.is_held())
+    /// Whether some decision keeps lower levels off its node (see
+    /// [`crate::policy::Policy::keeps_be_off`]).
+    pub(super) fn keeps_any_off(&self) -> bool {
+        self.arenas.values().any(|a| a.policy.keeps_be_off())
     }
 
     fn add_tenant(&mut self, c: Candidate) {
@@ -194,6 +195,7 @@ impl<B: Backend> Daemon<'_, B> {
                         queues: Vec::new(),
                         rings: HashMap::new(),
                         not_held: HashSet::new(),
+                        nodes: BTreeSet::new(),
                     },
                 );
             }
@@ -261,12 +263,23 @@ impl<B: Backend> Daemon<'_, B> {
         }
     }
 
-    /// Drops a tenant and brings the decisions in line (a tenant seen gone
-    /// in a SAMPLE).
-    pub(super) fn remove_tenant(&mut self, pid: i32, why: &str) {
-        if self.tenants_remove(pid, why) {
+    /// Drops a tenant whose KFD process a SAMPLE saw gone and brings the
+    /// decisions in line.
+    pub(super) fn remove_exited_tenant(&mut self, pid: i32) {
+        if self.tenant_exited(pid) {
             self.sync_decisions();
         }
+    }
+
+    /// Drops a tenant whose KFD process QUERY or SAMPLE says is gone while
+    /// its pid may live on. A process that exec'd and opened the device
+    /// again between two listings keeps its pid, start time and pidfd, so
+    /// discovery would take it for the process it knows and never list it
+    /// again: it is forgotten, and the next listing reads, classifies and
+    /// attaches it afresh if it still holds a KFD descriptor.
+    fn tenant_exited(&mut self, pid: i32) -> bool {
+        self.discovery.forget(pid);
+        self.tenants_remove(pid, "exited")
     }
 
     /// Forgets a tenant: detached from every file. The decisions are
@@ -308,6 +321,7 @@ impl<B: Backend> Daemon<'_, B> {
                     queues.iter().filter(|q| is_compute(q.queue_type)).collect();
                 if let Some(t) = self.tenants.get_mut(&pid) {
                     t.queues = compute.iter().map(|q| q.queue_ref()).collect();
+                    t.nodes.extend(compute.iter().map(|q| q.gpu_id));
                     t.rings = compute
                         .iter()
                         .map(|q| (q.queue_ref(), q.ring_base_address))

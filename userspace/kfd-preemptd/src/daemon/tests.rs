@@ -207,6 +207,8 @@ struct State {
     calls: Vec<(usize, Call)>,
     /// SAMPLE calls so far, every file's.
     samples: usize,
+    /// The tenants QUERY was asked about, in order (taken by `queried`).
+    queried: Vec<i32>,
 }
 
 #[derive(Clone)]
@@ -250,6 +252,10 @@ impl Fake {
     }
     fn calls(&self) -> Vec<(usize, Call)> {
         std::mem::take(&mut self.s.borrow_mut().calls)
+    }
+    /// The tenants QUERY was asked about since the last call.
+    fn queried(&self) -> Vec<i32> {
+        std::mem::take(&mut self.s.borrow_mut().queried)
     }
     /// The calls on the main file.
     fn main_calls(&self) -> Vec<Call> {
@@ -325,8 +331,9 @@ impl Backend for Fake {
         Ok(())
     }
     fn query(&self, h: Handle) -> Result<Vec<QueueInfo>, kfd_preempt::Error> {
-        let s = self.s.borrow();
         let pid = pid_of_handle(h);
+        self.s.borrow_mut().queried.push(pid);
+        let s = self.s.borrow();
         if s.exited.contains(&pid) {
             return Err(kfd_preempt::Error::TargetExited);
         }
@@ -829,6 +836,35 @@ fn lc_exit_seen_in_a_sample_resumes_be_and_disarms() {
 }
 
 #[test]
+fn a_tenant_that_execs_and_opens_the_device_again_between_listings_is_attached_again() {
+    let (p, fake, cfg) = world("exec");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    assert!(d.tenants.contains_key(&BE));
+    // The trainer execs a server: its KFD process ends with the old image
+    // (QUERY fails), while the same pid, with the same start time, holds a
+    // descriptor of a new KFD process by the next listing.
+    fake.s.borrow_mut().exited.insert(BE);
+    d.scan();
+    assert!(!d.tenants.contains_key(&BE));
+    fake.s.borrow_mut().exited.remove(&BE);
+    p.add(
+        BE,
+        2,
+        1000,
+        "server",
+        "/usr/bin/server",
+        "/system.slice/infer.service",
+        &[],
+    );
+    fake.calls();
+    d.scan();
+    assert!(fake.main_calls().contains(&Call::Attach(BE)));
+    // Classified afresh: the image it exec'd is latency-critical.
+    assert_eq!(d.tenants[&BE].class_name, "inference");
+}
+
+#[test]
 fn new_be_queues_while_held_are_preempted_at_the_next_scan() {
     let (p, fake, cfg) = world("newq");
     let mut d = daemon(&p, &fake, &cfg);
@@ -862,21 +898,57 @@ fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
             .push((A, 3, QueueType::ComputeAql));
     };
     // Nothing held: nothing asked.
-    assert!(!d.holds_any());
+    assert!(!d.keeps_any_off());
     fake.calls();
+    fake.queried();
     new_queue(&fake);
     d.refresh_held();
+    assert!(fake.queried().is_empty());
     assert!(fake.main_calls().is_empty());
     fake.set_busy(A, true);
     d.on_wakeups(&[LC_A]);
-    assert!(d.holds_any());
+    assert!(d.keeps_any_off());
     fake.calls();
+    fake.queried();
     d.refresh_held();
+    // Only the tenant below the decision is asked, not the one holding it.
+    assert_eq!(fake.queried(), vec![BE]);
     // As at a scan: the decision's lower queues, the new one with them
     // (the module answers ALREADY for those it holds).
     let mut all = be_refs();
     all.push(mq(BE, A, 3));
     assert_eq!(fake.main_calls(), vec![Call::Preempt(all, LEASE)]);
+}
+
+#[test]
+fn a_be_queue_made_again_while_lc_is_busy_is_taken_by_the_held_query() {
+    let (p, fake, cfg) = world("remade-held");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    assert!(d.keeps_any_off());
+    // The trainer destroys its queues on the node (a stream ends): nothing
+    // is held, but LC is still busy ...
+    fake.s.borrow_mut().queues.insert(BE, Vec::new());
+    d.refresh_held();
+    assert!(d.tenants[&BE].queues.is_empty());
+    assert!(!held(&d, LC_A));
+    assert!(d.keeps_any_off());
+    // ... and makes one again for its next stream, which the next query
+    // finds although the trainer had no queue there at the last one.
+    fake.s
+        .borrow_mut()
+        .queues
+        .insert(BE, vec![(A, 0, QueueType::ComputeAql)]);
+    fake.calls();
+    fake.queried();
+    d.refresh_held();
+    assert_eq!(fake.queried(), vec![BE]);
+    assert_eq!(
+        fake.main_calls(),
+        vec![Call::Preempt(vec![mq(BE, A, 0)], LEASE)]
+    );
 }
 
 #[test]
