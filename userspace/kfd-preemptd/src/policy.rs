@@ -459,7 +459,7 @@ impl Policy {
     /// or LC is busy with no BE queue left to hold (a BE tenant between
     /// destroying its only queue and making the next).
     pub fn keeps_be_off(&self) -> bool {
-        self.held || self.mode == Mode::LcBusy
+        self.held || (self.mode == Mode::LcBusy && self.be_queues() == 0)
     }
 
     /// The idle hysteresis the next `ALL_IDLE` asks for.

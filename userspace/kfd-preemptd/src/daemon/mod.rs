@@ -139,8 +139,9 @@ struct Tenant {
     /// another.
     not_held: HashSet<QueueRef>,
     /// The nodes it has had compute queues on since it was attached: a
-    /// held decision queries it while it makes a node's only queue again
-    /// (HIP destroys a stream's queue and makes the next stream's).
+    /// decision that keeps its level off such a node queries it also while
+    /// it makes its only queue there again (HIP destroys a stream's queue
+    /// and makes the next stream's).
     nodes: BTreeSet<u32>,
 }
 
@@ -172,7 +173,7 @@ pub struct Daemon<'c, B: Backend> {
     sink: Sink,
     started: Duration,
     next_scan: Duration,
-    /// When the tenants under a held decision are queried next
+    /// When the tenants a decision keeps off a node are queried next
     /// (`held_scan_interval_ms`).
     next_held_scan: Duration,
     next_stats: Duration,
@@ -396,7 +397,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
     /// 0).
     fn held_scan_due(&self) -> Option<Duration> {
         self.cfg.daemon.held_scan_interval()?;
-        self.keeps_any_off().then_some(self.next_held_scan)
+        (!self.held_pids().is_empty()).then_some(self.next_held_scan)
     }
 
     /// Delivers a tick to the decisions whose deadline has come.

@@ -100,25 +100,32 @@ impl<B: Backend> Daemon<'_, B> {
             .collect()
     }
 
-    /// Queries again the queues of the tenants below a decision that keeps
-    /// them off a node, and that have had queues on that node: a queue one
-    /// makes meanwhile is taken at once, not at the next scan.
-    pub(super) fn refresh_held(&mut self) {
+    /// The tenants below a decision that keeps them off a node, and that
+    /// have had queues on that node: those `refresh_held` queries.
+    pub(super) fn held_pids(&self) -> Vec<i32> {
         let held: Vec<ArenaKey> = self
             .arenas
             .iter()
             .filter(|(_, a)| a.policy.keeps_be_off())
             .map(|(k, _)| *k)
             .collect();
-        let pids: Vec<i32> = self
-            .tenants
+        if held.is_empty() {
+            return Vec::new();
+        }
+        self.tenants
             .iter()
             .filter(|(_, t)| {
                 held.iter()
                     .any(|&(node, rank)| t.rank < rank && t.nodes.contains(&node))
             })
             .map(|(pid, _)| *pid)
-            .collect();
+            .collect()
+    }
+
+    /// Queries again the queues of [`held_pids`](Self::held_pids): a queue
+    /// one makes while kept off is taken at once, not at the next scan.
+    pub(super) fn refresh_held(&mut self) {
+        let pids = self.held_pids();
         // Only a change is worth a sync (its watcher retries and logs are
         // the scans'): a tenant gone, or queues other than they were.
         let before: Vec<_> = pids.iter().map(|p| self.tenant_queues(*p)).collect();
@@ -140,12 +147,6 @@ impl<B: Backend> Daemon<'_, B> {
     fn tenant_queues(&self, pid: i32) -> Option<QueueSnapshot> {
         let t = self.tenants.get(&pid)?;
         Some((t.queues.clone(), t.rings.clone(), t.not_held.clone()))
-    }
-
-    /// Whether some decision keeps lower levels off its node (see
-    /// [`crate::policy::Policy::keeps_be_off`]).
-    pub(super) fn keeps_any_off(&self) -> bool {
-        self.arenas.values().any(|a| a.policy.keeps_be_off())
     }
 
     fn add_tenant(&mut self, c: Candidate) {

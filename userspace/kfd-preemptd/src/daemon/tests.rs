@@ -897,8 +897,9 @@ fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
             .unwrap()
             .push((A, 3, QueueType::ComputeAql));
     };
-    // Nothing held: nothing asked.
-    assert!(!d.keeps_any_off());
+    // Nothing held: nothing asked, and the loop does not wake to ask.
+    assert!(d.held_pids().is_empty());
+    assert_eq!(d.held_scan_due(), None);
     fake.calls();
     fake.queried();
     new_queue(&fake);
@@ -907,7 +908,7 @@ fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
     assert!(fake.main_calls().is_empty());
     fake.set_busy(A, true);
     d.on_wakeups(&[LC_A]);
-    assert!(d.keeps_any_off());
+    assert!(d.held_scan_due().is_some());
     fake.calls();
     fake.queried();
     d.refresh_held();
@@ -927,20 +928,22 @@ fn a_be_queue_made_again_while_lc_is_busy_is_taken_by_the_held_query() {
     d.scan();
     fake.set_busy(A, true);
     d.on_wakeups(&[LC_A]);
-    assert!(d.keeps_any_off());
+    assert!(held(&d, LC_A));
     // The trainer destroys its queues on the node (a stream ends): nothing
     // is held, but LC is still busy ...
     fake.s.borrow_mut().queues.insert(BE, Vec::new());
     d.refresh_held();
     assert!(d.tenants[&BE].queues.is_empty());
     assert!(!held(&d, LC_A));
-    assert!(d.keeps_any_off());
+    assert_eq!(d.held_pids(), vec![BE]);
     // ... and makes one again for its next stream, which the next query
-    // finds although the trainer had no queue there at the last one.
-    fake.s
-        .borrow_mut()
-        .queues
-        .insert(BE, vec![(A, 0, QueueType::ComputeAql)]);
+    // finds although the trainer had no queue there at the last one. The
+    // module kept its mark of id 0: OWNED, not SUSPENDED.
+    {
+        let mut s = fake.s.borrow_mut();
+        s.queues.insert(BE, vec![(A, 0, QueueType::ComputeAql)]);
+        s.remade.insert(mq(BE, A, 0));
+    }
     fake.calls();
     fake.queried();
     d.refresh_held();
