@@ -61,6 +61,13 @@ out=$KFDP_CACHE/kbuild/$key
 
 mapfile -t kargs < <(kfdp_kmake_args)
 
+# One build of a tree at a time: a run asking for a kernel that another
+# (make check's background build of the second kernel) is building waits
+# for it, rather than building into the same tree at once.
+mkdir -p "$out"
+exec 9>"$out/.lock"
+flock 9
+
 fresh=0
 if [ ! -e "$out/.built" ]; then
 	fresh=1

@@ -56,7 +56,7 @@ kfdp_phase toolchain scripts/install-toolchain.sh || abort "toolchain installati
 kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build"
 
 # The second kernel (Documentation/building.rst, "Kernels"), when the cache
-# lacks it, builds from here on in the background at the lowest CPU
+# lacks it, builds from here on in the background at the lowest CPU and I/O
 # priority, while the suites below run on the first: most of them keep one
 # of the two cores busy at most (a TCG guest has one CPU), and the build
 # takes the other. Its VM runs come last, after it is joined. A cached
@@ -64,14 +64,25 @@ kfdp_phase kernel scripts/build-kernel.sh >/dev/null || abort "test kernel build
 # build-on-kernel.sh builds it again in the foreground.
 second_kernel=7.2
 second_kernel_log=out/kernel-$second_kernel-background.log
-# In a process group of its own (set -m), so that it is not left running
-# should make check end early.
+# In a process group of its own (set -m), which the traps kill should make
+# check end early; and which kills itself should make check go without
+# them (SIGKILL), so that no build outlives the run.
 set -m
-KFDP_KERNEL_SERIES=$second_kernel nice -n 19 scripts/build-kernel.sh \
-	>"$second_kernel_log" 2>&1 &
+(
+	set +m
+	KFDP_KERNEL_SERIES=$second_kernel nice -n 19 ionice -c 3 scripts/build-kernel.sh \
+		>"$second_kernel_log" 2>&1 </dev/null &
+	build=$!
+	while kill -0 "$build" 2>/dev/null; do
+		kill -0 $$ 2>/dev/null || kill -- -"$BASHPID"
+		sleep 2
+	done
+	wait "$build"
+) &
 second_kernel_pid=$!
 set +m
 trap 'kill -- -"$second_kernel_pid" 2>/dev/null' EXIT
+trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
@@ -203,6 +214,7 @@ suite debian tests/debian/run.sh
 # measured. Last, so that a cold cache's background build of that kernel
 # (above) overlaps every suite before.
 kfdp_phase kernel-$second_kernel-join wait "$second_kernel_pid"
+trap - EXIT HUP INT TERM
 if built=$(kfdp_phase kernel-$second_kernel-build scripts/build-on-kernel.sh $second_kernel); then
 	read -r k2 ko2 emu2 <<<"$built"
 	vm_runs vm-$second_kernel out/vm-$second_kernel --amdkfd-emu-module "$emu2" -- --kernel "$k2" --module "$ko2"
