@@ -101,31 +101,23 @@ impl<B: Backend> Daemon<'_, B> {
     }
 
     /// The tenants below a decision that keeps them off a node, and that
-    /// have had queues on that node: those `refresh_held` queries.
-    pub(super) fn held_pids(&self) -> Vec<i32> {
-        let held: Vec<ArenaKey> = self
-            .arenas
-            .iter()
-            .filter(|(_, a)| a.policy.keeps_be_off())
-            .map(|(k, _)| *k)
-            .collect();
-        if held.is_empty() {
-            return Vec::new();
-        }
+    /// have had queues on that node: those `refresh_held` queries. Lazy, so
+    /// that the main loop can ask whether there is one without a list.
+    pub(super) fn held_pids(&self) -> impl Iterator<Item = i32> + '_ {
         self.tenants
             .iter()
             .filter(|(_, t)| {
-                held.iter()
-                    .any(|&(node, rank)| t.rank < rank && t.nodes.contains(&node))
+                self.arenas.iter().any(|(&(node, rank), a)| {
+                    t.rank < rank && t.nodes.contains(&node) && a.policy.keeps_be_off()
+                })
             })
             .map(|(pid, _)| *pid)
-            .collect()
     }
 
     /// Queries again the queues of [`held_pids`](Self::held_pids): a queue
     /// one makes while kept off is taken at once, not at the next scan.
     pub(super) fn refresh_held(&mut self) {
-        let pids = self.held_pids();
+        let pids: Vec<i32> = self.held_pids().collect();
         // Only a change is worth a sync (its watcher retries and logs are
         // the scans'): a tenant gone, or queues other than they were.
         let before: Vec<_> = pids.iter().map(|p| self.tenant_queues(*p)).collect();

@@ -898,7 +898,7 @@ fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
             .push((A, 3, QueueType::ComputeAql));
     };
     // Nothing held: nothing asked, and the loop does not wake to ask.
-    assert!(d.held_pids().is_empty());
+    assert_eq!(d.held_pids().count(), 0);
     assert_eq!(d.held_scan_due(), None);
     fake.calls();
     fake.queried();
@@ -935,7 +935,7 @@ fn a_be_queue_made_again_while_lc_is_busy_is_taken_by_the_held_query() {
     d.refresh_held();
     assert!(d.tenants[&BE].queues.is_empty());
     assert!(!held(&d, LC_A));
-    assert_eq!(d.held_pids(), vec![BE]);
+    assert_eq!(d.held_pids().collect::<Vec<_>>(), vec![BE]);
     // ... and makes one again for its next stream, which the next query
     // finds although the trainer had no queue there at the last one. The
     // module kept its mark of id 0: OWNED, not SUSPENDED.
