@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The file-level import graph of the module's Rust (src/), and its cycles.
+"""The file-level import graph of the module's Rust (src/): its layers and
+cycles.
 
-  scripts/import-graph.py [--edges] [SRC_DIR]
+  scripts/import-graph.py [--edges] [SRC_DIR [DESIGN_RST]]
 
 Each file is a module (src/kfd_preempt_main.rs the crate root; a.rs and
 a/mod.rs the module a; #[path] attributes followed). A file imports another
@@ -11,7 +12,16 @@ declarations, grouped ones included, or inline) that resolves into the
 other's module. Prints the cycles: groups of files that import each other,
 directly or around a circle, leaving out a file and its own child module,
 which Rust keeps together on purpose (binder's process.rs and its freeze
-child). With --edges, every edge first. Exits 1 if there is a cycle.
+child). With --edges, every edge first.
+
+The layers come from Documentation/design.rst, "Layers": the literal block
+after that heading, one layer a line from the top, each line's leading
+names ending in ".rs" (a file) or "/" (a directory: its files no longer
+name claims). Prints every file no layer names and every import of a file
+in a higher layer (an edge to the crate root counts as one to the bottom:
+other files use only its glue bindings and parameters; a file and its own
+child are exempt, as for cycles). Exits 1 if there is a cycle, an upward
+import or a file without a layer.
 """
 
 import os
@@ -151,6 +161,66 @@ def cycles(mods, edges):
     return out
 
 
+def read_layers(design):
+    """[[name, ...], ...] top to bottom, from the "Layers" section."""
+    lines = open(design, encoding="utf-8").read().splitlines()
+    try:
+        start = next(i for i in range(len(lines) - 1)
+                     if lines[i] == "Layers" and set(lines[i + 1]) <= set("=-~^"))
+    except StopIteration:
+        return None
+    i = start + 2
+    while i < len(lines) and not lines[i].rstrip().endswith("::"):
+        i += 1
+    layers = []
+    for line in lines[i + 1:]:
+        if line.strip() and not line.startswith(" "):
+            break
+        if not line.startswith("  ") or line.startswith("   "):
+            continue
+        names = []
+        for tok in line.split():
+            if not (tok.endswith(".rs") or tok.endswith("/")):
+                break
+            names.append(tok)
+        if names:
+            layers.append(names)
+    return layers
+
+
+def layer_of(layers, rel_file):
+    """Index of the layer naming rel_file (relative to src/): a file name
+    exactly, else the longest directory name that holds it."""
+    best, best_len = None, -1
+    for n, names in enumerate(layers):
+        for name in names:
+            if name == rel_file:
+                return n
+            if name.endswith("/") and rel_file.startswith(name) and len(name) > best_len:
+                best, best_len = n, len(name)
+    return best
+
+
+def upward(mods, edges, layers, src):
+    """(unlayered files, upward edges) against the layer list."""
+    root = mods[()]
+    rel = lambda f: os.path.relpath(f, src)
+    bottom = len(layers)
+    unlayered = sorted(rel(f) for f in edges if f != root and layer_of(layers, rel(f)) is None)
+    bad = []
+    for a, bs in sorted(edges.items()):
+        if a == root or layer_of(layers, rel(a)) is None:
+            continue
+        la = layer_of(layers, rel(a))
+        for b in sorted(bs):
+            if parent_child(mods, a, b):
+                continue
+            lb = bottom if b == root else layer_of(layers, rel(b))
+            if lb is not None and lb < la:
+                bad.append((rel(a), rel(b)))
+    return unlayered, bad
+
+
 def main(argv):
     args = [a for a in argv[1:] if a != "--edges"]
     src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
@@ -164,8 +234,19 @@ def main(argv):
     found = cycles(mods, edges)
     for c in found:
         print("cycle: " + " <-> ".join(rel(f) for f in c))
-    print(f"{len(mods)} files, {sum(len(b) for b in edges.values())} imports, {len(found)} cycles")
-    return 1 if found else 0
+    design = args[1] if len(args) > 1 else os.path.join(src, "..", "Documentation", "design.rst")
+    layers = read_layers(design)
+    if not layers:
+        print(f"no layer list in {design}, \"Layers\"")
+        return 1
+    unlayered, bad = upward(mods, edges, layers, src)
+    for f in unlayered:
+        print(f"no layer: {f}")
+    for a, b in bad:
+        print(f"upward import: {a} -> {b}")
+    print(f"{len(mods)} files in {len(layers)} layers, {sum(len(b) for b in edges.values())} imports, "
+          f"{len(found)} cycles, {len(bad)} upward, {len(unlayered)} without a layer")
+    return 1 if found or bad or unlayered else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@
 #                      takes a reviewed set whole
 #   module-metadata    the module soft-depends on amdgpu, and every parameter
 #                      it has is in packaging/modprobe.d/ and the admin guide
+#   import-graph       the module's files import only from their layer and
+#                      below (Documentation/design.rst, "Layers"), no cycles
+#   kselftest-uapi-copy the kselftests' copy of the uapi header is the header
+#   doc-refs           every heading of Documentation/ that code, scripts or
+#                      the manual cite by name exists
 # With arguments, only the named checks run. Exits non-zero if any failed.
 # (W=1 and clippy warnings are checked by scripts/build-module.sh.)
 set -uo pipefail
@@ -123,13 +128,49 @@ kselftest-uapi-copy() {
 	cmp uapi/linux/kfd_preempt.h tests/kselftest/kfd_preempt/include/linux/kfd_preempt.h
 }
 
-# The module's files import only downward, or a parent its own child
-# (Documentation/design.rst, "Architecture").
+# The module's files import only from their own layer and those below, or
+# a parent its own child (Documentation/design.rst, "Layers"); and a
+# planted upward import (the Backend trait reaching into the engine) fails.
 import-graph() {
-	python3 scripts/import-graph.py
+	python3 scripts/import-graph.py || return 1
+	local tmp out r=0
+	tmp=$(mktemp -d)
+	cp -r src "$tmp/src"
+	echo 'use crate::engine::registry::REGISTRY;' >>"$tmp/src/backend.rs"
+	if out=$(python3 scripts/import-graph.py "$tmp/src" Documentation/design.rst); then
+		echo "a planted upward import passed import-graph" >&2
+		r=1
+	elif ! grep -qx 'upward import: backend.rs -> engine/registry.rs' <<<"$out"; then
+		echo "import-graph on a planted upward import said: $out" >&2
+		r=1
+	fi
+	rm -rf "$tmp"
+	return $r
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace rustfmt-fuzz amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy
+# A section cited as ``design.rst, "Hazards"`` exists under that title; and
+# the check names a planted dead reference, and only that one.
+doc-refs() {
+	python3 scripts/doc-refs.py || return 1
+	local tmp err r=0
+	tmp=$(mktemp -d)
+	mkdir "$tmp/Documentation"
+	printf 'Manual\n======\n\nA section\n---------\n' >"$tmp/Documentation/manual.rst"
+	printf '/* (Documentation/manual.rst, "A section") */\n/* (manual.rst,\n * "No such section") */\n' \
+		>"$tmp/cites.c"
+	git -C "$tmp" init -q && git -C "$tmp" add -A || r=1
+	if err=$(python3 scripts/doc-refs.py "$tmp" 2>/dev/null); then
+		echo "a dead reference passed doc-refs" >&2
+		r=1
+	elif [ "$err" != 'cites.c:2: manual.rst has no heading "No such section"' ]; then
+		echo "doc-refs on a planted dead reference said: $err" >&2
+		r=1
+	fi
+	rm -rf "$tmp"
+	return $r
+}
+
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace rustfmt-fuzz amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy doc-refs
 failed=0
 for check in "$@"; do
 	if "$check"; then

@@ -113,7 +113,7 @@ pub(crate) struct Item<'a, T> {
 pub(crate) const INLINE_ITEMS: usize = 16;
 
 /// A batch's items, as the engine and the mux build them.
-pub(crate) type Items<'a, T> = crate::engine::small_vec::SmallVec<Item<'a, T>, INLINE_ITEMS>;
+pub(crate) type Items<'a, T> = crate::small_vec::SmallVec<Item<'a, T>, INLINE_ITEMS>;
 
 /// What a batch cost on the hardware.
 #[derive(Clone, Copy, Default, Debug)]

@@ -9,8 +9,8 @@
 //! * [`batch`]: the phases of a PREEMPT or RESUME batch;
 //! * [`freeze`]: the steps of a FREEZE or THAW;
 //! * [`registry`]: what all owners hold, and the module's statistics;
-//! * [`sorted_map`]: the keyed map both keep their state in;
-//! * [`small_vec`]: a batch's items, on the stack when the batch is small;
+//! * [`pm`]: what hibernation must wait for (the marks and freezes held,
+//!   the PREEMPT and FREEZE calls in flight);
 //! * [`watches`]: an owner's watches of its targets' queues, made and made
 //!   again where the queues' indices are;
 //! * `kunit`: the engine's KUnit suite, over the model backend
@@ -21,7 +21,6 @@ pub(crate) mod freeze;
 #[cfg(kfdp_kunit)]
 mod kunit;
 pub(crate) mod owner;
+pub(crate) mod pm;
 pub(crate) mod registry;
-pub(crate) mod small_vec;
-pub(crate) mod sorted_map;
 pub(crate) mod watches;

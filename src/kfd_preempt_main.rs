@@ -25,9 +25,13 @@
 //!   `/dev/kfd_preempt`;
 //! * [`activity`], [`umem`]: activity detection (WATCH, SAMPLE, ARM);
 //! * [`layout`]: the layout gate, amdkfd's fields against amdgpu's BTF;
-//! * [`pm`]: what hibernation must wait for;
 //! * [`trace`]: the `kfd_preempt:*` trace events (defined in `glue/`);
-//! * [`stats`]: debugfs `stats` and `attachments`, for operators.
+//! * [`stats`]: debugfs `stats` and `attachments`, for operators;
+//! * [`sorted_map`], [`small_vec`]: the keyed map the engine keeps its
+//!   state in, and a batch's items, on the stack when the batch is small.
+//!
+//! Each file imports only from the layers below its own
+//! (`Documentation/design.rst`, "Layers"; `scripts/import-graph.py`).
 
 use kernel::{
     debugfs::{
@@ -49,7 +53,8 @@ mod compat;
 mod engine;
 mod ioctl;
 mod layout;
-mod pm;
+mod small_vec;
+mod sorted_map;
 mod stats;
 mod trace;
 mod uapi;

@@ -45,7 +45,7 @@ use crate::{
         QueueKey,
         REGISTRY, //
     },
-    engine::sorted_map::SortedMap,
+    sorted_map::SortedMap,
     trace, uapi,
 };
 

@@ -117,7 +117,7 @@ impl<B: Backend> Owner<B> {
         let _activity = if thaw {
             None
         } else {
-            Some(crate::pm::Activity::begin()?)
+            Some(crate::engine::pm::CallInFlight::begin()?)
         };
         self.sweep();
         let mut guard = self.state.lock();

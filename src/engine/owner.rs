@@ -5,7 +5,7 @@
 //! An owner holds its attachments, the marks it put on queues (with their
 //! leases) and its freezes. Nothing it did can be seen, resumed or thawed
 //! through another owner, and closing it undoes everything
-//! (`Documentation/uapi.rst`, "Owners").
+//! (`Documentation/uapi.rst`, "Device, rights and owners").
 
 use kernel::{
     impl_has_hr_timer, new_mutex, new_work,
@@ -48,13 +48,13 @@ use crate::{
         QueueKey,
         REGISTRY, //
     },
-    engine::sorted_map::SortedMap,
+    sorted_map::SortedMap,
     trace, uapi,
 };
 
 /// How often an owner with attachments checks whether their targets exited,
 /// so that pins on exited processes are dropped promptly
-/// (`Documentation/design.rst`, "Pins").
+/// (`Documentation/design.rst`, "Targets and pins").
 pub(crate) const SWEEP_MS: u32 = 100;
 
 /// Largest `lease_ms` accepted: one day.

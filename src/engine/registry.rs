@@ -12,7 +12,7 @@
 
 use kernel::prelude::*;
 
-use crate::engine::sorted_map::SortedMap;
+use crate::sorted_map::SortedMap;
 
 /// A queue of a process, as the registry keys it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]

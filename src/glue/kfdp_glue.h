@@ -9,7 +9,7 @@
  * Locking: callers hold no lock of amdkfd's. The glue takes, in this order,
  * a target process's p->mutex and then its node's dqm_lock, never the other
  * way round, and never sleeps in user memory while holding either
- * (Documentation/design.rst, "Locks").
+ * (Documentation/design.rst, "Architecture").
  */
 #ifndef KFDP_GLUE_H
 #define KFDP_GLUE_H
@@ -107,7 +107,7 @@ __u64 kfdp_amdgpu_generation_now(void);
 int kfdp_layout_register(void);
 void kfdp_layout_unregister(void);
 
-/* Hibernation (kfdp_pm.c): the notifier that asks src/pm.rs. */
+/* Hibernation (kfdp_pm.c): the notifier that asks src/engine/pm.rs. */
 int kfdp_pm_register(void);
 void kfdp_pm_unregister(void);
 

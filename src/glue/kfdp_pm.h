@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Implemented in Rust (src/pm.rs), called by the glue's PM notifier
+ * Implemented in Rust (src/engine/pm.rs), called by the glue's PM notifier
  * (kfdp_pm.c). Not given to bindgen: Rust defines these, it does not call
  * them.
  */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Preempting and resuming queues through amdkfd's device queue manager
- * (Documentation/design.rst, "The mechanism").
+ * (Documentation/design.rst, "The mechanism, and why").
  *
  * HWS (MI300): under dqm_lock, mark every queue of the batch on a node as
  * amdkfd's debugger does (is_suspended, is_active, the dqm counters), then
@@ -744,7 +744,7 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 		*applied = true;
 		/*
 		 * Only a failed MES add (or an S4 repin, which kfd_preempt keeps
-		 * away: src/pm.rs) leaves the count up; a retry would
+		 * away: src/engine/pm.rs) leaves the count up; a retry would
 		 * double-count the queues already added. Say so. On HWS a
 		 * failed restore has dropped the count: one seen now is an
 		 * eviction amdkfd took since (a reset, TTM), not ours.

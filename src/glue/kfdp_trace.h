@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * kfd_preempt's trace events (Documentation/admin-guide.rst, "Tracing").
+ * kfd_preempt's trace events
+ * (Documentation/admin-guide.rst, "Statistics and tracing").
  *
  * Defined in C, as Rust binder defines its events: kfdp_trace.c creates
  * them and, with CREATE_RUST_TRACE_POINTS, the rust_do_trace_*() functions

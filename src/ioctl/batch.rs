@@ -79,7 +79,7 @@ pub(crate) fn batch<B: Backend>(owner: &Arc<Owner<B>>, op: Op, arg: usize, size:
     user_array::read_into(b.entries_ptr, b.entry_size, entries)?;
     // No new preemption once hibernation has begun (RESUME is always allowed).
     let _activity = if op == Op::Preempt && b.flags & KFDP_BATCH_VALIDATE_ONLY == 0 {
-        Some(crate::pm::Activity::begin()?)
+        Some(crate::engine::pm::CallInFlight::begin()?)
     } else {
         None
     };

@@ -25,8 +25,8 @@ use crate::{
         Registry,
         REGISTRY, //
     },
-    engine::sorted_map::SortedMap,
     ioctl::user_array,
+    sorted_map::SortedMap,
     uapi::{
         kfdp_query,
         kfdp_queue_info,

@@ -417,10 +417,11 @@ impl<B: Backend> Daemon<'_, B> {
                 .as_mut()
                 .map(|w| w.sync(&want))
                 .unwrap_or_default();
-            // An ARM samples the watches of its moment (uapi.rst, "ARM"):
-            // an armed file whose watches changed (a queue made again at
-            // another ring is unwatched and watched anew) is armed again,
-            // or a busy edge of the new queue would never be signalled.
+            // An ARM samples the watches of its moment
+            // (uapi.rst, "Activity detection (ABI 1.2)"): an armed file
+            // whose watches changed (a queue made again at another ring is
+            // unwatched and watched anew) is armed again, or a busy edge of
+            // the new queue would never be signalled.
             if changes.changed
                 && arena
                     .watcher

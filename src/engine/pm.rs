@@ -29,7 +29,7 @@ use crate::engine::registry::REGISTRY;
 
 /// Set from `PM_HIBERNATION_PREPARE` until the system is back.
 static HIBERNATING: Atomic<bool> = Atomic::new(false);
-/// PREEMPT and FREEZE calls between [`Activity::begin`] and its drop.
+/// PREEMPT and FREEZE calls between [`CallInFlight::begin`] and its drop.
 static IN_FLIGHT: Atomic<u32> = Atomic::new(0);
 
 /// How long hibernation waits for calls in flight (a lost fence on real
@@ -37,9 +37,9 @@ static IN_FLIGHT: Atomic<u32> = Atomic::new(0);
 const DRAIN_MS: u32 = 10_000;
 
 /// A PREEMPT or FREEZE in progress; hibernation waits for it to end.
-pub(crate) struct Activity(());
+pub(crate) struct CallInFlight(());
 
-impl Activity {
+impl CallInFlight {
     /// Starts one, or `EAGAIN` if hibernation has begun.
     pub(crate) fn begin() -> Result<Self> {
         // A fully ordered RMW on both sides, each followed by a load: either
@@ -49,11 +49,11 @@ impl Activity {
             IN_FLIGHT.fetch_sub(1, Full);
             return Err(EAGAIN);
         }
-        Ok(Activity(()))
+        Ok(CallInFlight(()))
     }
 }
 
-impl Drop for Activity {
+impl Drop for CallInFlight {
     fn drop(&mut self) {
         IN_FLIGHT.fetch_sub(1, Full);
     }
@@ -126,7 +126,7 @@ mod tests {
         REGISTRY.lock().claim(q, 42)?;
         assert_eq!(prepare(), Err(EBUSY));
         // Refused: PREEMPT and FREEZE still work.
-        assert!(Activity::begin().is_ok());
+        assert!(CallInFlight::begin().is_ok());
         REGISTRY.lock().unclaim(&q, 42);
         Ok(())
     }
@@ -147,8 +147,8 @@ mod tests {
             // Even if an assertion fails, later suites must not find the
             // module hibernating.
             let _back = ScopeGuard::new(done);
-            assert!(matches!(Activity::begin(), Err(e) if e == EAGAIN));
+            assert!(matches!(CallInFlight::begin(), Err(e) if e == EAGAIN));
         }
-        assert!(Activity::begin().is_ok());
+        assert!(CallInFlight::begin().is_ok());
     }
 }
