@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The file-level import graph of the module's Rust (src/): its layers and
-cycles.
+"""The file-level import graph of a Rust crate: its layers and cycles.
 
-  scripts/import-graph.py [--edges] [SRC_DIR [DESIGN_RST]]
+  scripts/import-graph.py [--edges] [--cycles-only] [SRC_DIR [LAYERS_FILE]]
 
-Each file is a module (src/kfd_preempt_main.rs the crate root; a.rs and
-a/mod.rs the module a; #[path] attributes followed). A file imports another
+Without arguments, the module (src/, layers in Documentation/design.rst).
+Each file is a module (the crate root kfd_preempt_main.rs, lib.rs or
+main.rs, the first SRC_DIR has; a.rs and a/mod.rs the module a; #[path] attributes
+followed). Test code is left out: modules declared #[cfg(test)] or
+#[kunit_tests(..)], inline or in their own file. A file imports another
 when it names an item through `crate::` or `super::` paths (in `use`
 declarations, grouped ones included, or inline) that resolves into the
 other's module. Prints the cycles: groups of files that import each other,
@@ -14,14 +16,16 @@ directly or around a circle, leaving out a file and its own child module,
 which Rust keeps together on purpose (binder's process.rs and its freeze
 child). With --edges, every edge first.
 
-The layers come from Documentation/design.rst, "Layers": the literal block
-after that heading, one layer a line from the top, each line's leading
-names ending in ".rs" (a file) or "/" (a directory: its files no longer
-name claims). Prints every file no layer names and every import of a file
+The layers come from LAYERS_FILE: in an .rst file the literal block after
+the heading "Layers", in an .rs file the ```text block after the doc
+comment heading "# Layers". One layer a line from the top (lines indented
+further continue the one before), each line's leading names ending in
+".rs" (a file) or "/" (a directory: its files no longer name claims). Prints every file no layer names and every import of a file
 in a higher layer (an edge to the crate root counts as one to the bottom:
 other files use only its glue bindings and parameters; a file and its own
 child are exempt, as for cycles). Exits 1 if there is a cycle, an upward
-import or a file without a layer.
+import or a file without a layer. With --cycles-only, cycles alone are
+checked (a crate without a layer list).
 """
 
 import os
@@ -33,24 +37,71 @@ MOD_DECL = re.compile(r'^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;', re.M)
 PATH_ATTR_THEN_MOD = re.compile(r'#\[path\s*=\s*"([^"]+)"\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;')
 
 
+TEST_ATTR = re.compile(r"#\[(?:cfg\(test\)|kunit_tests\([^)]*\))\]\s*(?:#\[[^\]]*\]\s*)*"
+                       r"(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
+
+
 def strip_comments(text):
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     return re.sub(r"//[^\n]*", "", text)
 
 
+def strip_tests(text):
+    """(text without its test modules' bodies, names of test module files)."""
+    out, files, pos = [], set(), 0
+    for m in TEST_ATTR.finditer(text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos:m.start()])
+        if m.group(2) == ";":
+            files.add(m.group(1))
+            pos = m.end()
+            continue
+        depth, i, quote = 1, m.end(), None
+        while i < len(text) and depth:
+            c = text[i]
+            if quote:
+                if c == "\\":
+                    i += 1
+                elif c == quote:
+                    quote = None
+            elif c == '"':
+                quote = c
+            elif c == "'" and text[i + 2:i + 3] == "'":
+                i += 2
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            i += 1
+        pos = i
+    out.append(text[pos:])
+    return "".join(out), files
+
+
+def crate_root(src):
+    for name in (ROOT, "lib.rs", "main.rs"):
+        if os.path.exists(os.path.join(src, name)):
+            return os.path.join(src, name)
+    return os.path.join(src, ROOT)
+
+
 def module_tree(src):
-    """{module path tuple: file}, following mod declarations from the root."""
-    mods = {(): os.path.join(src, ROOT)}
+    """{module path tuple: file}, following mod declarations from the root,
+    test modules left out."""
+    mods = {(): crate_root(src)}
     todo = [()]
     while todo:
         m = todo.pop()
         f = mods[m]
-        text = strip_comments(open(f, encoding="utf-8").read())
+        text, tests = strip_tests(strip_comments(open(f, encoding="utf-8").read()))
         base = os.path.dirname(f)
         own = os.path.splitext(os.path.basename(f))[0]
         child_dir = base if m == () or own == "mod" else os.path.join(base, own)
         paths = {name: p for p, name in PATH_ATTR_THEN_MOD.findall(text)}
         for name in MOD_DECL.findall(text):
+            if name in tests:
+                continue
             if name in paths:
                 cand = [os.path.join(base, paths[name])]
             else:
@@ -110,7 +161,7 @@ def graph(src):
     mods = module_tree(src)
     edges = {}
     for m, f in mods.items():
-        text = strip_comments(open(f, encoding="utf-8").read())
+        text, _ = strip_tests(strip_comments(open(f, encoding="utf-8").read()))
         targets = set()
         for r in references(text, m):
             best = max((k for k in mods if r[:len(k)] == k), key=len, default=None)
@@ -161,9 +212,20 @@ def cycles(mods, edges):
     return out
 
 
-def read_layers(design):
-    """[[name, ...], ...] top to bottom, from the "Layers" section."""
-    lines = open(design, encoding="utf-8").read().splitlines()
+def layer_block(path):
+    """The lines of the layer list's block in an .rst or .rs file."""
+    text = open(path, encoding="utf-8").read()
+    if path.endswith(".rs"):
+        lines = [l[4:] if l.startswith("//! ") else l[3:] for l in text.splitlines()
+                 if l.startswith("//!")]
+        try:
+            i = lines.index("# Layers")
+            i = next(j for j in range(i, len(lines)) if lines[j].startswith("```"))
+        except (ValueError, StopIteration):
+            return None
+        end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("```")), len(lines))
+        return lines[i + 1:end]
+    lines = text.splitlines()
     try:
         start = next(i for i in range(len(lines) - 1)
                      if lines[i] == "Layers" and set(lines[i + 1]) <= set("=-~^"))
@@ -172,11 +234,26 @@ def read_layers(design):
     i = start + 2
     while i < len(lines) and not lines[i].rstrip().endswith("::"):
         i += 1
-    layers = []
+    block = []
     for line in lines[i + 1:]:
         if line.strip() and not line.startswith(" "):
             break
-        if not line.startswith("  ") or line.startswith("   "):
+        block.append(line)
+    return block
+
+
+def read_layers(path):
+    """[[name, ...], ...] top to bottom, from the layer list in path."""
+    block = layer_block(path)
+    if block is None:
+        return None
+    body = [l for l in block if l.strip()]
+    if not body:
+        return None
+    indent = min(len(l) - len(l.lstrip()) for l in body)
+    layers = []
+    for line in body:
+        if len(line) - len(line.lstrip()) != indent:
             continue
         names = []
         for tok in line.split():
@@ -222,7 +299,7 @@ def upward(mods, edges, layers, src):
 
 
 def main(argv):
-    args = [a for a in argv[1:] if a != "--edges"]
+    args = [a for a in argv[1:] if a not in ("--edges", "--cycles-only")]
     src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     src = os.path.normpath(src)
     mods, edges = graph(src)
@@ -234,6 +311,9 @@ def main(argv):
     found = cycles(mods, edges)
     for c in found:
         print("cycle: " + " <-> ".join(rel(f) for f in c))
+    if "--cycles-only" in argv:
+        print(f"{len(mods)} files, {sum(len(b) for b in edges.values())} imports, {len(found)} cycles")
+        return 1 if found else 0
     design = args[1] if len(args) > 1 else os.path.join(src, "..", "Documentation", "design.rst")
     layers = read_layers(design)
     if not layers:

@@ -11,8 +11,8 @@
 #                      takes a reviewed set whole
 #   module-metadata    the module soft-depends on amdgpu, and every parameter
 #                      it has is in packaging/modprobe.d/ and the admin guide
-#   import-graph       the module's files import only from their layer and
-#                      below (Documentation/design.rst, "Layers"), no cycles
+#   import-graph       the module's and kfd-preemptd's files import only from
+#                      their layer and below, no crate has a cycle
 #   kselftest-uapi-copy the kselftests' copy of the uapi header is the header
 #   doc-refs           every heading of Documentation/ that code, scripts or
 #                      the manual cite by name exists
@@ -129,10 +129,23 @@ kselftest-uapi-copy() {
 }
 
 # The module's files import only from their own layer and those below, or
-# a parent its own child (Documentation/design.rst, "Layers"); and a
-# planted upward import (the Backend trait reaching into the engine) fails.
+# a parent its own child (Documentation/design.rst, "Layers"), and so do
+# kfd-preemptd's (its lib.rs, "Layers"); the other crates have no cycle;
+# and a planted upward import (the Backend trait reaching into the engine)
+# fails.
 import-graph() {
 	python3 scripts/import-graph.py || return 1
+	python3 scripts/import-graph.py userspace/kfd-preemptd/src userspace/kfd-preemptd/src/lib.rs ||
+		return 1
+	local crate
+	for crate in kfd-preempt kfd-preempt-cli kfdp-scenario; do
+		python3 scripts/import-graph.py --cycles-only "userspace/$crate/src" || return 1
+	done
+	# No binary crate depends on another: what two share is the library's.
+	if grep -Eq '^(kfd-preemptd|kfd-preempt-cli|kfdp-scenario)\b' userspace/*/Cargo.toml; then
+		echo "a crate depends on a binary crate" >&2
+		return 1
+	fi
 	local tmp out r=0
 	tmp=$(mktemp -d)
 	cp -r src "$tmp/src"

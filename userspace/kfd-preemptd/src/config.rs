@@ -20,15 +20,17 @@
 
 use std::{
     collections::{BTreeSet, HashSet},
-    fmt,
+    fmt::{self, Display},
+    net::SocketAddr,
     path::Path,
     path::PathBuf,
+    str::FromStr,
     time::Duration,
 };
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-use crate::{log::Level, metrics::MetricsAddr};
+use crate::policy::PolicyConfig;
 
 /// Where the daemon reads its configuration unless told otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/kfd-preemptd.toml";
@@ -82,15 +84,6 @@ pub enum LogLevel {
     /// Failures only. (No `error`: what stops the daemon is its exit
     /// status and last message, not a log line.)
     Warn,
-}
-
-impl From<LogLevel> for Level {
-    fn from(l: LogLevel) -> Level {
-        match l {
-            LogLevel::Info => Level::Info,
-            LogLevel::Warn => Level::Warn,
-        }
-    }
 }
 
 /// What a class rule makes of the processes it matches: a rank among
@@ -675,6 +668,102 @@ impl Config {
     /// Whether some rule needs `/proc/PID/environ`, which is read only then.
     pub fn uses_env(&self) -> bool {
         self.classes.iter().any(|r| r.env.is_some())
+    }
+}
+
+/// Where the endpoint listens: a loopback TCP address or a Unix socket.
+///
+/// Written `127.0.0.1:9477`, `[::1]:9477` or
+/// `unix:/run/kfd-preemptd/metrics.sock`. The endpoint has no
+/// authentication and the daemon runs as root, so a TCP address must be a
+/// loopback one (`127.0.0.0/8` or `::1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsAddr {
+    /// A loopback TCP address.
+    Tcp(SocketAddr),
+    /// A Unix socket's path (absolute).
+    Unix(PathBuf),
+}
+
+/// Why a [`MetricsAddr`] was refused; the message says what to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsAddrError(String);
+
+impl Display for MetricsAddrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MetricsAddrError {}
+
+/// The longest Unix socket path `bind(2)` takes (`sun_path` less its NUL).
+const UNIX_PATH_MAX: usize = 107;
+
+impl FromStr for MetricsAddr {
+    type Err = MetricsAddrError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |why: &str| Err(MetricsAddrError(format!("{s:?}: {why}")));
+        if let Some(path) = s.strip_prefix("unix:") {
+            let p = Path::new(path);
+            if !p.is_absolute() || p.file_name().is_none() {
+                return err("a Unix socket needs an absolute path to a file, e.g. unix:/run/kfd-preemptd/metrics.sock");
+            }
+            if path.len() > UNIX_PATH_MAX {
+                return err(&format!(
+                    "a Unix socket path has at most {UNIX_PATH_MAX} bytes"
+                ));
+            }
+            return Ok(MetricsAddr::Unix(p.to_path_buf()));
+        }
+        let Ok(addr) = s.parse::<SocketAddr>() else {
+            return err(
+                "not an address: give 127.0.0.1:PORT, [::1]:PORT or unix:/PATH (no host names)",
+            );
+        };
+        if !addr.ip().is_loopback() {
+            return err("not a loopback address: the endpoint has no authentication, so it listens on 127.0.0.0/8 or [::1] only (or on a Unix socket)");
+        }
+        if addr.port() == 0 {
+            return err("port 0: give the fixed port the scraper is configured with");
+        }
+        Ok(MetricsAddr::Tcp(addr))
+    }
+}
+
+impl Display for MetricsAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MetricsAddr::Tcp(a) => write!(f, "{a}"),
+            MetricsAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricsAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::from(&DaemonConfig::default())
+    }
+}
+
+impl From<&DaemonConfig> for PolicyConfig {
+    fn from(d: &DaemonConfig) -> Self {
+        PolicyConfig {
+            lease: d.lease(),
+            sample_period: d.sample_period(),
+            idle_hysteresis: d.idle_hysteresis(),
+            idle_hysteresis_max: d.idle_hysteresis_max(),
+            min_share_period: d.min_share_period(),
+            min_share_budget: d.min_share_budget(),
+        }
     }
 }
 

@@ -14,7 +14,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-use crate::{config::LogFormat, log_writer::LineQueue};
+use crate::config::{LogFormat, LogLevel};
+
+pub mod writer;
+
+use writer::LineQueue;
 
 /// How much a line matters, least first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,8 +41,17 @@ impl Level {
     }
 }
 
+impl From<LogLevel> for Level {
+    fn from(l: LogLevel) -> Level {
+        match l {
+            LogLevel::Info => Level::Info,
+            LogLevel::Warn => Level::Warn,
+        }
+    }
+}
+
 /// Writes log lines to stderr, from the calling thread or through the log
-/// thread ([`crate::log_writer`]).
+/// thread ([`crate::log::writer`]).
 #[derive(Debug, Clone)]
 pub struct Logger {
     format: LogFormat,

@@ -34,13 +34,12 @@ use std::{
     fmt::{self, Display, Write as _},
     fs,
     io::{self, Read, Write},
-    net::{SocketAddr, TcpListener, TcpStream},
+    net::{TcpListener, TcpStream},
     os::unix::{
         fs::FileTypeExt,
         net::{UnixListener, UnixStream},
     },
-    path::{Path, PathBuf},
-    str::FromStr,
+    path::Path,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc, Mutex, MutexGuard,
@@ -49,89 +48,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::{Deserialize, Deserializer};
-
+pub use crate::config::MetricsAddr;
 use crate::{
     policy::{Histogram, Mode, LATENCY_BUCKETS},
     stats::{CounterStats, DecisionStats, LatencyStats, Stats},
 };
-
-/// Where the endpoint listens: a loopback TCP address or a Unix socket.
-///
-/// Written `127.0.0.1:9477`, `[::1]:9477` or
-/// `unix:/run/kfd-preemptd/metrics.sock`. The endpoint has no
-/// authentication and the daemon runs as root, so a TCP address must be a
-/// loopback one (`127.0.0.0/8` or `::1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MetricsAddr {
-    /// A loopback TCP address.
-    Tcp(SocketAddr),
-    /// A Unix socket's path (absolute).
-    Unix(PathBuf),
-}
-
-/// Why a [`MetricsAddr`] was refused; the message says what to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricsAddrError(String);
-
-impl Display for MetricsAddrError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MetricsAddrError {}
-
-/// The longest Unix socket path `bind(2)` takes (`sun_path` less its NUL).
-const UNIX_PATH_MAX: usize = 107;
-
-impl FromStr for MetricsAddr {
-    type Err = MetricsAddrError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |why: &str| Err(MetricsAddrError(format!("{s:?}: {why}")));
-        if let Some(path) = s.strip_prefix("unix:") {
-            let p = Path::new(path);
-            if !p.is_absolute() || p.file_name().is_none() {
-                return err("a Unix socket needs an absolute path to a file, e.g. unix:/run/kfd-preemptd/metrics.sock");
-            }
-            if path.len() > UNIX_PATH_MAX {
-                return err(&format!(
-                    "a Unix socket path has at most {UNIX_PATH_MAX} bytes"
-                ));
-            }
-            return Ok(MetricsAddr::Unix(p.to_path_buf()));
-        }
-        let Ok(addr) = s.parse::<SocketAddr>() else {
-            return err(
-                "not an address: give 127.0.0.1:PORT, [::1]:PORT or unix:/PATH (no host names)",
-            );
-        };
-        if !addr.ip().is_loopback() {
-            return err("not a loopback address: the endpoint has no authentication, so it listens on 127.0.0.0/8 or [::1] only (or on a Unix socket)");
-        }
-        if addr.port() == 0 {
-            return err("port 0: give the fixed port the scraper is configured with");
-        }
-        Ok(MetricsAddr::Tcp(addr))
-    }
-}
-
-impl Display for MetricsAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MetricsAddr::Tcp(a) => write!(f, "{a}"),
-            MetricsAddr::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for MetricsAddr {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
 
 /// Every mode, for the `kfd_preemptd_mode` enum gauge.
 const MODES: [Mode; 3] = [Mode::NoLc, Mode::LcIdle, Mode::LcBusy];

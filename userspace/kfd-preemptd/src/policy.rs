@@ -46,9 +46,9 @@ use std::{collections::BTreeMap, fmt, time::Duration};
 
 use serde::Serialize;
 
-use crate::config::DaemonConfig;
-
-/// The tunables the policy needs.
+/// The tunables the policy needs. Its default, and the conversion from
+/// the configuration's `[daemon]` section, are the configuration's
+/// ([`crate::config`]): the policy imports nothing of the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyConfig {
     /// Lease of each preemption; renewed at half of it while held.
@@ -65,25 +65,6 @@ pub struct PolicyConfig {
     pub min_share_period: Duration,
     /// BE's guaranteed run time per window; zero: no guarantee.
     pub min_share_budget: Duration,
-}
-
-impl Default for PolicyConfig {
-    fn default() -> Self {
-        PolicyConfig::from(&DaemonConfig::default())
-    }
-}
-
-impl From<&DaemonConfig> for PolicyConfig {
-    fn from(d: &DaemonConfig) -> Self {
-        PolicyConfig {
-            lease: d.lease(),
-            sample_period: d.sample_period(),
-            idle_hysteresis: d.idle_hysteresis(),
-            idle_hysteresis_max: d.idle_hysteresis_max(),
-            min_share_period: d.min_share_period(),
-            min_share_budget: d.min_share_budget(),
-        }
-    }
 }
 
 /// What a tenant is to the policy.

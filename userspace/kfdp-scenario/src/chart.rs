@@ -8,7 +8,7 @@ use std::{ops::Range, path::Path};
 
 use plotters::{coord::Shift, prelude::*};
 
-use crate::bench::{Results, Row, BATCH, DEBUGGER, FREEZE, SINGLES};
+use crate::bench_results::{Results, Row, BATCH, DEBUGGER, FREEZE, SINGLES};
 
 const PANEL_W: u32 = 480;
 const PANEL_H: u32 = 340;
@@ -291,7 +291,7 @@ pub(crate) fn from_file(input: &Path, output: &Path) -> crate::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{CostModel, Floor};
+    use crate::bench_results::{CostModel, Floor};
 
     fn results() -> Results {
         let mut rows = Vec::new();

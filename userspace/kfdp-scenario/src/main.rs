@@ -30,6 +30,7 @@
 
 mod be;
 mod bench;
+mod bench_results;
 mod chart;
 mod clock;
 mod cpu;

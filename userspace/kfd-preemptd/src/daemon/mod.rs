@@ -15,7 +15,7 @@
 //! the policies' (lease renewal, minimum share, retries) and the
 //! statistics snapshot, which it hands to a report thread ([`reporter`]) to
 //! render and write off this SCHED_FIFO loop; its log lines go to the log
-//! thread ([`crate::log_writer`]) likewise. An eventfd wakeup is
+//! thread ([`crate::log::writer`]) likewise. An eventfd wakeup is
 //! confirmed with a SAMPLE of that decision's file before its policy hears
 //! of it, so a stale signal from a replaced ARM cannot resume or preempt
 //! anything. Only the decisions that
@@ -62,8 +62,7 @@ pub use self::{
 use crate::{
     config::Config,
     discover::{Candidate, Discovery},
-    log::{Level, Logger},
-    log_writer::LogWriter,
+    log::{writer::LogWriter, Level, Logger},
     metrics::MetricsServer,
     policy::{Event, PolicyConfig},
 };
