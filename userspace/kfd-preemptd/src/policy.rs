@@ -29,13 +29,13 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kfd_preemptd::policy::{Action, Class, Event, Policy, PolicyConfig};
+//! use kfd_preemptd::policy::{Action, Role, Event, Policy, PolicyConfig};
 //!
 //! let ms = Duration::from_millis;
 //! let mut p = Policy::new(PolicyConfig::default(), ms(0));
-//! p.handle(ms(0), Event::TenantAdded { pid: 10, class: Class::LatencyCritical });
+//! p.handle(ms(0), Event::TenantAdded { pid: 10, role: Role::Watched });
 //! p.handle(ms(0), Event::TenantQueues { pid: 10, queues: 1 });
-//! p.handle(ms(0), Event::TenantAdded { pid: 20, class: Class::BestEffort });
+//! p.handle(ms(0), Event::TenantAdded { pid: 20, role: Role::Lower });
 //! p.handle(ms(0), Event::TenantQueues { pid: 20, queues: 4 });
 //! let actions = p.handle(ms(5), Event::LcBusy { edge: ms(5) });
 //! assert!(matches!(actions[0], Action::PreemptBe { .. }));
@@ -67,14 +67,17 @@ pub struct PolicyConfig {
     pub min_share_budget: Duration,
 }
 
-/// What a tenant is to the policy.
+/// A tenant's role in one decision (not its `[[class]]` rule, which gives
+/// it a level): a tenant of the decision's level, whose queues are
+/// watched ("LC" in this module), or of a lower level, whose queues are
+/// preempted while the level is busy ("BE").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Class {
-    /// Its queues are watched.
-    LatencyCritical,
-    /// Its queues are preempted while LC is busy.
-    BestEffort,
+pub enum Role {
+    /// Of the decision's level: its queues are watched.
+    Watched,
+    /// Of a lower level: its queues are preempted while LC is busy.
+    Lower,
 }
 
 /// An input to the policy. Each is handled at a time `now` given with it
@@ -88,8 +91,8 @@ pub enum Event {
     TenantAdded {
         /// Its pid.
         pid: i32,
-        /// Its class.
-        class: Class,
+        /// Its role.
+        role: Role,
     },
     /// A tenant's set of queues changed: for LC the queues now watched,
     /// for BE the compute queues that a preemption would name.
@@ -361,7 +364,7 @@ impl Counters {
 
 #[derive(Debug, Clone, Copy)]
 struct TenantState {
-    class: Class,
+    role: Role,
     queues: usize,
 }
 
@@ -475,9 +478,9 @@ impl Policy {
         elapsed.saturating_sub(self.held_in_period_total(now))
     }
 
-    /// The class of tenant `pid`, if known.
-    pub fn class_of(&self, pid: i32) -> Option<Class> {
-        self.tenants.get(&pid).map(|t| t.class)
+    /// The role of tenant `pid`, if known.
+    pub fn role_of(&self, pid: i32) -> Option<Role> {
+        self.tenants.get(&pid).map(|t| t.role)
     }
 
     /// The earliest time at which an [`Event::Tick`] may lead to an
@@ -508,17 +511,17 @@ impl Policy {
         let mut be_changed = false;
         match event {
             Event::Tick => {}
-            Event::TenantAdded { pid, class } => {
-                // A pid seen again under another class is a new tenant.
-                self.tenants.insert(pid, TenantState { class, queues: 0 });
+            Event::TenantAdded { pid, role } => {
+                // A pid seen again in another role is a new tenant.
+                self.tenants.insert(pid, TenantState { role, queues: 0 });
             }
             Event::TenantQueues { pid, queues } => {
                 if let Some(t) = self.tenants.get_mut(&pid) {
                     let grew = queues > t.queues;
                     t.queues = queues;
-                    match t.class {
-                        Class::LatencyCritical => rearm |= grew,
-                        Class::BestEffort => be_changed = queues > 0,
+                    match t.role {
+                        Role::Watched => rearm |= grew,
+                        Role::Lower => be_changed = queues > 0,
                     }
                 }
             }
@@ -644,20 +647,20 @@ impl Policy {
         }
     }
 
-    fn queues_of(&self, class: Class) -> usize {
+    fn queues_of(&self, role: Role) -> usize {
         self.tenants
             .values()
-            .filter(|t| t.class == class)
+            .filter(|t| t.role == role)
             .map(|t| t.queues)
             .sum()
     }
 
     fn lc_queues(&self) -> usize {
-        self.queues_of(Class::LatencyCritical)
+        self.queues_of(Role::Watched)
     }
 
     fn be_queues(&self) -> usize {
-        self.queues_of(Class::BestEffort)
+        self.queues_of(Role::Lower)
     }
 
     /// Brings "held" in line with what the mode and the minimum share want.
@@ -869,7 +872,7 @@ mod tests {
             z,
             Event::TenantAdded {
                 pid: LC,
-                class: Class::LatencyCritical,
+                role: Role::Watched,
             },
         );
         p.handle(z, Event::TenantQueues { pid: LC, queues: 2 });
@@ -877,7 +880,7 @@ mod tests {
             z,
             Event::TenantAdded {
                 pid: BE,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         p.handle(z, Event::TenantQueues { pid: BE, queues: 4 });
@@ -903,7 +906,7 @@ mod tests {
             ms(7),
             Event::TenantAdded {
                 pid: BE,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         assert!(a.is_empty(), "{a:?}");
@@ -913,7 +916,7 @@ mod tests {
             ms(7),
             Event::TenantAdded {
                 pid: LC,
-                class: Class::LatencyCritical,
+                role: Role::Watched,
             },
         );
         let a = p.handle(ms(7), Event::TenantQueues { pid: LC, queues: 1 });
@@ -1250,7 +1253,7 @@ mod tests {
             ms(1),
             Event::TenantAdded {
                 pid: LC2,
-                class: Class::LatencyCritical,
+                role: Role::Watched,
             },
         );
         // A new LC queue is watched: re-arm so the kernel includes it.
@@ -1302,7 +1305,7 @@ mod tests {
             ms(0),
             Event::TenantAdded {
                 pid: BE2,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         p.handle(
@@ -1345,7 +1348,7 @@ mod tests {
             ms(6),
             Event::TenantAdded {
                 pid: BE2,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         let a = p.handle(
@@ -1371,7 +1374,7 @@ mod tests {
             ms(0),
             Event::TenantAdded {
                 pid: LC,
-                class: Class::LatencyCritical,
+                role: Role::Watched,
             },
         );
         p.handle(ms(0), Event::TenantQueues { pid: LC, queues: 1 });
@@ -1383,7 +1386,7 @@ mod tests {
             ms(3),
             Event::TenantAdded {
                 pid: BE,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         let a = p.handle(ms(3), Event::TenantQueues { pid: BE, queues: 2 });

@@ -469,7 +469,7 @@ pub fn write_atomic(path: &Path, stats: &Stats) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Class, Event};
+    use crate::policy::{Event, Role};
 
     fn tenant(pid: i32, class: &str, priority: &str, rank: usize, held: usize) -> TenantStats {
         TenantStats {
@@ -491,7 +491,7 @@ mod tests {
             ms(0),
             Event::TenantAdded {
                 pid: 1,
-                class: Class::LatencyCritical,
+                role: Role::Watched,
             },
         );
         p.handle(ms(0), Event::TenantQueues { pid: 1, queues: 1 });
@@ -499,7 +499,7 @@ mod tests {
             ms(0),
             Event::TenantAdded {
                 pid: 2,
-                class: Class::BestEffort,
+                role: Role::Lower,
             },
         );
         p.handle(ms(0), Event::TenantQueues { pid: 2, queues: 3 });

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::{
     decision_name, monotonic,
     watcher::{confirm, ArmState, Confirmation},
-    ArenaKey, Backend, Daemon,
+    Backend, Daemon, DecisionKey,
 };
 use crate::{
     log::Level,
@@ -86,10 +86,10 @@ enum Ask {
 impl<B: Backend> Daemon<'_, B> {
     /// Feeds events to their decisions and carries out the actions, with
     /// the events they lead to, until none are left.
-    pub(super) fn feed(&mut self, events: Vec<(ArenaKey, Duration, Event)>) {
+    pub(super) fn feed(&mut self, events: Vec<(DecisionKey, Duration, Event)>) {
         let mut actions = Vec::new();
         for (key, at, event) in events {
-            if let Some(a) = self.arenas.get_mut(&key) {
+            if let Some(a) = self.decisions.get_mut(&key) {
                 actions.extend(a.policy.handle(at, event).into_iter().map(|x| (key, x)));
             }
         }
@@ -100,8 +100,8 @@ impl<B: Backend> Daemon<'_, B> {
     /// lease renewal pending at a moment goes into one PREEMPT batch
     /// (preemptions come before ARMs in each decision's list, so the
     /// reaction is not delayed by one).
-    pub(super) fn carry_out(&mut self, actions: Vec<(ArenaKey, Action)>) {
-        let mut queue: VecDeque<(ArenaKey, Action)> = actions.into();
+    pub(super) fn carry_out(&mut self, actions: Vec<(DecisionKey, Action)>) {
+        let mut queue: VecDeque<(DecisionKey, Action)> = actions.into();
         while !queue.is_empty() {
             let (batch, rest): (Vec<_>, Vec<_>) = queue.drain(..).partition(|(_, a)| {
                 matches!(a, Action::PreemptBe { .. } | Action::RenewLease { .. })
@@ -116,7 +116,7 @@ impl<B: Backend> Daemon<'_, B> {
                 self.preempt_batch(batch)
             };
             for (key, at, event) in followups {
-                if let Some(a) = self.arenas.get_mut(&key) {
+                if let Some(a) = self.decisions.get_mut(&key) {
                     queue.extend(a.policy.handle(at, event).into_iter().map(|x| (key, x)));
                 }
             }
@@ -124,7 +124,11 @@ impl<B: Backend> Daemon<'_, B> {
     }
 
     /// Carries out one action other than a preemption or renewal.
-    fn execute(&mut self, key: ArenaKey, action: Action) -> Option<(ArenaKey, Duration, Event)> {
+    fn execute(
+        &mut self,
+        key: DecisionKey,
+        action: Action,
+    ) -> Option<(DecisionKey, Duration, Event)> {
         match action {
             Action::PreemptBe { .. } | Action::RenewLease { .. } => {
                 let out = self.preempt_batch(vec![(key, action)]);
@@ -152,11 +156,14 @@ impl<B: Backend> Daemon<'_, B> {
     /// One PREEMPT of the lower queues of every decision in `asks` (each
     /// queue named once), with the lease; each decision then hears of its
     /// own entries' outcomes.
-    fn preempt_batch(&mut self, asks: Vec<(ArenaKey, Action)>) -> Vec<(ArenaKey, Duration, Event)> {
+    fn preempt_batch(
+        &mut self,
+        asks: Vec<(DecisionKey, Action)>,
+    ) -> Vec<(DecisionKey, Duration, Event)> {
         let lease = self.pcfg.lease;
         let mut refs: Vec<QueueRef> = Vec::new();
         let mut seen: HashSet<QueueRef> = HashSet::new();
-        let mut wanted: Vec<(ArenaKey, Ask, Vec<QueueRef>)> = Vec::new();
+        let mut wanted: Vec<(DecisionKey, Ask, Vec<QueueRef>)> = Vec::new();
         for (key, action) in asks {
             let ask = match action {
                 Action::PreemptBe { reason, .. } => Ask::Preempt(reason),
@@ -164,7 +171,7 @@ impl<B: Backend> Daemon<'_, B> {
                 _ => continue,
             };
             let lower = self
-                .arenas
+                .decisions
                 .get(&key)
                 .map(|a| a.lower.clone())
                 .unwrap_or_default();
@@ -214,7 +221,7 @@ impl<B: Backend> Daemon<'_, B> {
                     let event = self.preempt_event(lower.len(), &own, error);
                     if reason == PreemptReason::LcBusy && matches!(event, Event::PreemptDone { .. })
                     {
-                        if let Some(a) = self.arenas.get_mut(&key) {
+                        if let Some(a) = self.decisions.get_mut(&key) {
                             if let Some((woke, sampled)) = a.woke_at.take() {
                                 a.phases.record(woke, sampled, issued, done, node_time);
                             }
@@ -265,7 +272,7 @@ impl<B: Backend> Daemon<'_, B> {
     fn log_preempt(
         &self,
         done: Duration,
-        preempted: &[(ArenaKey, PreemptReason, usize, PreemptSummary, Event)],
+        preempted: &[(DecisionKey, PreemptReason, usize, PreemptSummary, Event)],
         result: Option<&Result<BatchReport, kfd_preempt::Error>>,
     ) {
         let mut total = PreemptSummary::default();
@@ -281,7 +288,7 @@ impl<B: Backend> Daemon<'_, B> {
             if matches!(event, Event::PreemptDone { .. }) {
                 ok = true;
                 if matches!(reason, PreemptReason::LcBusy | PreemptReason::Retry) {
-                    if let Some(edge) = self.arenas.get(key).and_then(|a| a.last_edge) {
+                    if let Some(edge) = self.decisions.get(key).and_then(|a| a.last_edge) {
                         let l = done.saturating_sub(edge);
                         latency = Some(latency.map_or(l, |m| m.max(l)));
                     }
@@ -327,7 +334,7 @@ impl<B: Backend> Daemon<'_, B> {
     /// (every queue `Already`) are routine and not logged.
     fn renew_event(
         &self,
-        key: ArenaKey,
+        key: DecisionKey,
         reason: RenewReason,
         wanted: usize,
         own: &BatchReport,
@@ -379,8 +386,8 @@ impl<B: Backend> Daemon<'_, B> {
     }
 
     /// The queues held by decisions other than `key`.
-    fn held_by_others(&self, key: ArenaKey) -> HashSet<QueueRef> {
-        self.arenas
+    fn held_by_others(&self, key: DecisionKey) -> HashSet<QueueRef> {
+        self.decisions
             .iter()
             .filter(|(k, a)| **k != key && a.policy.is_held())
             .flat_map(|(_, a)| a.lower.iter().copied())
@@ -389,10 +396,10 @@ impl<B: Backend> Daemon<'_, B> {
 
     /// RESUME of a decision's lower queues, but for those another decision
     /// still holds (a higher level busy on the same node).
-    fn resume(&mut self, key: ArenaKey, reason: ResumeReason) {
+    fn resume(&mut self, key: DecisionKey, reason: ResumeReason) {
         let others = self.held_by_others(key);
         let all = self
-            .arenas
+            .decisions
             .get(&key)
             .map(|a| a.lower.clone())
             .unwrap_or_default();
@@ -454,8 +461,12 @@ impl<B: Backend> Daemon<'_, B> {
         }
     }
 
-    fn arm_any_busy(&mut self, key: ArenaKey, period: Duration) {
-        let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
+    fn arm_any_busy(&mut self, key: DecisionKey, period: Duration) {
+        let Some(w) = self
+            .decisions
+            .get_mut(&key)
+            .and_then(|a| a.watcher.as_mut())
+        else {
             return;
         };
         // The baseline for "a write index moved": read before the ARM, so
@@ -484,8 +495,12 @@ impl<B: Backend> Daemon<'_, B> {
         );
     }
 
-    fn arm_all_idle(&mut self, key: ArenaKey, period: Duration, idle: Duration) {
-        let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
+    fn arm_all_idle(&mut self, key: DecisionKey, period: Duration, idle: Duration) {
+        let Some(w) = self
+            .decisions
+            .get_mut(&key)
+            .and_then(|a| a.watcher.as_mut())
+        else {
             return;
         };
         if w.woken.take().is_none() {
@@ -505,12 +520,16 @@ impl<B: Backend> Daemon<'_, B> {
 
     fn armed(
         &mut self,
-        key: ArenaKey,
+        key: DecisionKey,
         action: Action,
         r: Result<(), kfd_preempt::Error>,
         state: ArmState,
     ) {
-        let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
+        let Some(w) = self
+            .decisions
+            .get_mut(&key)
+            .and_then(|a| a.watcher.as_mut())
+        else {
             return;
         };
         match r {
@@ -539,8 +558,12 @@ impl<B: Backend> Daemon<'_, B> {
         }
     }
 
-    fn disarm(&mut self, key: ArenaKey) {
-        let Some(w) = self.arenas.get_mut(&key).and_then(|a| a.watcher.as_mut()) else {
+    fn disarm(&mut self, key: DecisionKey) {
+        let Some(w) = self
+            .decisions
+            .get_mut(&key)
+            .and_then(|a| a.watcher.as_mut())
+        else {
             return;
         };
         let r = w.file.disarm();
@@ -554,9 +577,9 @@ impl<B: Backend> Daemon<'_, B> {
 
     /// ARMs again what a decision's mode wants (after a wakeup that did
     /// not hold up, or a failed ARM).
-    pub(super) fn rearm(&mut self, key: ArenaKey) {
+    pub(super) fn rearm(&mut self, key: DecisionKey) {
         let period = self.pcfg.sample_period;
-        let Some(w) = self.arenas.get(&key).and_then(|a| a.watcher.as_ref()) else {
+        let Some(w) = self.decisions.get(&key).and_then(|a| a.watcher.as_ref()) else {
             return;
         };
         let action = match &w.arm {
@@ -575,11 +598,11 @@ impl<B: Backend> Daemon<'_, B> {
     /// Eventfds fired: each decision's file is SAMPLEd to confirm, then the
     /// policies hear of it together, so that decisions busy at the same
     /// moment share one PREEMPT.
-    pub(super) fn on_wakeups(&mut self, keys: &[ArenaKey]) {
+    pub(super) fn on_wakeups(&mut self, keys: &[DecisionKey]) {
         let mut events = Vec::new();
         let mut busy_logs = Vec::new();
         for key in keys {
-            let Some(w) = self.arenas.get(key).and_then(|a| a.watcher.as_ref()) else {
+            let Some(w) = self.decisions.get(key).and_then(|a| a.watcher.as_ref()) else {
                 continue;
             };
             let woke = monotonic();
@@ -603,7 +626,7 @@ impl<B: Backend> Daemon<'_, B> {
             for pid in exited {
                 self.remove_exited_tenant(pid);
             }
-            let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) else {
+            let Some(w) = self.decisions.get_mut(key).and_then(|a| a.watcher.as_mut()) else {
                 continue;
             };
             let confirmation = confirm(&w.arm, &sample);
@@ -612,7 +635,7 @@ impl<B: Backend> Daemon<'_, B> {
             w.woken = Some(sample);
             match confirmation {
                 Confirmation::Busy => {
-                    if let Some(a) = self.arenas.get_mut(key) {
+                    if let Some(a) = self.decisions.get_mut(key) {
                         a.last_edge = Some(edge);
                         a.woke_at = Some((woke, now));
                     }
@@ -641,7 +664,7 @@ impl<B: Backend> Daemon<'_, B> {
         self.feed(events);
         // A later pass reads its own baseline, and empties the eventfd.
         for key in keys {
-            if let Some(w) = self.arenas.get_mut(key).and_then(|a| a.watcher.as_mut()) {
+            if let Some(w) = self.decisions.get_mut(key).and_then(|a| a.watcher.as_mut()) {
                 w.woken = None;
             }
         }

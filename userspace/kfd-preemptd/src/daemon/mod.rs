@@ -1,7 +1,7 @@
 //! The daemon: one owner of `/dev/kfd_preempt`, one loop, one decision per
 //! node and priority level.
 //!
-//! A *decision* ([`arena`]) is the work of one level on one node against
+//! A *decision* ([`decision`]) is the work of one level on one node against
 //! every lower level's compute queues on that node, with a policy of its
 //! own ([`crate::policy`]): an inference request on node 0 preempts the
 //! training queues on node 0 and nothing else. The module arms one
@@ -23,8 +23,8 @@
 //! grow with the number of idle nodes.
 
 mod actions;
-pub mod arena;
 mod backend;
+pub mod decision;
 mod lister;
 mod report;
 mod reporter;
@@ -50,12 +50,12 @@ use rustix::{
 };
 use serde_json::{json, Value};
 
-use self::arena::Arena;
+use self::decision::Decision;
 use self::reporter::{Outputs, Reporter, Sink};
 pub use self::{
     actions::PreemptSummary,
-    arena::ArenaKey,
     backend::{Attached, Backend, ModuleFile},
+    decision::DecisionKey,
     lister::Lister,
     watcher::{confirm, ArmState, Confirmation},
 };
@@ -165,7 +165,7 @@ pub struct Daemon<'c, B: Backend> {
     refused: HashSet<i32>,
     /// The decisions, by node then level; kept (with their counters) when
     /// their level leaves the node.
-    arenas: BTreeMap<ArenaKey, Arena<B>>,
+    decisions: BTreeMap<DecisionKey, Decision<B>>,
     /// Delay before retrying rate-limited entries.
     retry_delay: Duration,
     /// Where the statistics go, and who writes them.
@@ -228,7 +228,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             inherited: BTreeMap::new(),
             inherited_recheck_at: now,
             refused: HashSet::new(),
-            arenas: BTreeMap::new(),
+            decisions: BTreeMap::new(),
             retry_delay,
             sink,
             started: now,
@@ -279,15 +279,15 @@ impl<'c, B: Backend> Daemon<'c, B> {
     }
 
     /// The decisions' keys, by node then level.
-    pub fn decisions(&self) -> impl Iterator<Item = ArenaKey> + '_ {
-        self.arenas.keys().copied()
+    pub fn decisions(&self) -> impl Iterator<Item = DecisionKey> + '_ {
+        self.decisions.keys().copied()
     }
 
     /// The earliest deadline of any active decision. A decision whose
     /// level left its node and that holds nothing has none: its window
     /// catches up at its next event.
     fn next_deadline(&self, now: Duration) -> Duration {
-        self.arenas
+        self.decisions
             .values()
             .filter(|a| a.is_active())
             .map(|a| a.policy.next_deadline(now))
@@ -321,8 +321,8 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 tv_nsec: 0,
             });
             let (woken, listed) = {
-                let keys: Vec<ArenaKey> = self
-                    .arenas
+                let keys: Vec<DecisionKey> = self
+                    .decisions
                     .iter()
                     .filter(|(_, a)| a.watcher.is_some())
                     .map(|(k, _)| *k)
@@ -333,7 +333,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 }
                 let first_watcher = fds.len();
                 for k in &keys {
-                    if let Some(w) = self.arenas.get(k).and_then(|a| a.watcher.as_ref()) {
+                    if let Some(w) = self.decisions.get(k).and_then(|a| a.watcher.as_ref()) {
                         fds.push(PollFd::new(&w.efd, PollFlags::IN));
                     }
                 }
@@ -345,7 +345,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                     break;
                 }
                 let listed = self.lister.is_some() && fds[1].revents().contains(PollFlags::IN);
-                let woken: Vec<ArenaKey> = keys
+                let woken: Vec<DecisionKey> = keys
                     .iter()
                     .zip(&fds[first_watcher..])
                     .filter(|(_, f)| f.revents().contains(PollFlags::IN))
@@ -398,15 +398,15 @@ impl<'c, B: Backend> Daemon<'c, B> {
         self.cfg.daemon.held_scan_interval()?;
         // Most of the time no decision keeps anything off: that is cheaper
         // to see than that no tenant is below one.
-        let due = self.arenas.values().any(|a| a.policy.keeps_be_off())
+        let due = self.decisions.values().any(|a| a.policy.keeps_be_off())
             && self.held_pids().next().is_some();
         due.then_some(self.next_held_scan)
     }
 
     /// Delivers a tick to the decisions whose deadline has come.
     fn tick_due(&mut self, now: Duration) {
-        let due: Vec<(ArenaKey, Duration, Event)> = self
-            .arenas
+        let due: Vec<(DecisionKey, Duration, Event)> = self
+            .decisions
             .iter()
             .filter(|(_, a)| a.is_active() && a.policy.next_deadline(now) <= now)
             .map(|(k, _)| (*k, now, Event::Tick))
@@ -419,9 +419,9 @@ impl<'c, B: Backend> Daemon<'c, B> {
     /// Resumes whatever is held, disarms and writes the statistics.
     pub fn shutdown(&mut self) {
         let now = monotonic();
-        let keys: Vec<ArenaKey> = self.arenas.keys().copied().collect();
+        let keys: Vec<DecisionKey> = self.decisions.keys().copied().collect();
         for k in keys {
-            let actions = match self.arenas.get_mut(&k) {
+            let actions = match self.decisions.get_mut(&k) {
                 Some(a) => a.policy.shutdown(now),
                 None => continue,
             };
@@ -430,7 +430,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
         }
         self.write_final_stats(monotonic());
         let preemptions: u64 = self
-            .arenas
+            .decisions
             .values()
             .map(|a| a.policy.counters().preemptions)
             .sum();
@@ -439,7 +439,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
             "stop",
             &[
                 ("tenants", json!(self.tenants.len())),
-                ("decisions", json!(self.arenas.len())),
+                ("decisions", json!(self.decisions.len())),
                 ("preemptions", json!(preemptions)),
             ],
         );
@@ -462,7 +462,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
 }
 
 /// A decision's name in logs: `gpu_id/level`.
-fn decision_name(cfg: &Config, key: ArenaKey) -> String {
+fn decision_name(cfg: &Config, key: DecisionKey) -> String {
     let level = cfg.daemon.levels.get(key.1).map_or("?", String::as_str);
     format!("{:#x}/{level}", key.0)
 }

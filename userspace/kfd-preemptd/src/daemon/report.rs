@@ -12,7 +12,7 @@ impl<B: Backend> Daemon<'_, B> {
     /// The statistics now.
     pub fn stats(&self, now: Duration) -> Stats {
         let held: HashSet<QueueRef> = self
-            .arenas
+            .decisions
             .values()
             .filter(|a| a.policy.is_held())
             .flat_map(|a| a.lower.iter().copied())
@@ -27,7 +27,7 @@ impl<B: Backend> Daemon<'_, B> {
                 let queues = if t.rank == 0 {
                     t.queues.len()
                 } else {
-                    self.arenas
+                    self.decisions
                         .iter()
                         .filter(|((_, rank), _)| *rank == t.rank)
                         .filter_map(|(_, a)| a.watcher.as_ref())
@@ -58,7 +58,7 @@ impl<B: Backend> Daemon<'_, B> {
             })
             .collect();
         let views: Vec<DecisionView<'_>> = self
-            .arenas
+            .decisions
             .iter()
             .map(|((gpu_id, rank), a)| DecisionView {
                 gpu_id: *gpu_id,

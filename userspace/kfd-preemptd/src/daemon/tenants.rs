@@ -14,15 +14,15 @@ type QueueSnapshot = (
 use serde_json::json;
 
 use super::{
-    arena::Arena,
+    decision::Decision,
     decision_name, is_compute,
     lister::Listing,
     monotonic,
     watcher::Watcher,
     watcher::{key_of, QueueKey},
-    ArenaKey, ArmState, Attached, Backend, Daemon, Tenant,
+    ArmState, Attached, Backend, Daemon, DecisionKey, Tenant,
 };
-use crate::{config::Priority, discover::Candidate, log::Level, policy::Class};
+use crate::{config::Priority, discover::Candidate, log::Level, policy::Role};
 
 /// A tenant's compute queue on a node, as the decisions there see it.
 struct NodeQueue {
@@ -76,8 +76,8 @@ impl<B: Backend> Daemon<'_, B> {
             self.tenant_exited(pid);
         }
         self.sync_decisions();
-        let pending: Vec<ArenaKey> = self
-            .arenas
+        let pending: Vec<DecisionKey> = self
+            .decisions
             .iter()
             .filter(|(_, a)| {
                 a.watcher
@@ -107,7 +107,7 @@ impl<B: Backend> Daemon<'_, B> {
         self.tenants
             .iter()
             .filter(|(_, t)| {
-                self.arenas.iter().any(|(&(node, rank), a)| {
+                self.decisions.iter().any(|(&(node, rank), a)| {
                     t.rank < rank && t.nodes.contains(&node) && a.policy.keeps_be_off()
                 })
             })
@@ -295,7 +295,7 @@ impl<B: Backend> Daemon<'_, B> {
         // The module forgets its watches and releases whatever this owner
         // held of it; an exited target's handle may already be unknown.
         let _ = self.dev.detach(t.handle);
-        for a in self.arenas.values_mut() {
+        for a in self.decisions.values_mut() {
             if let Some(w) = a.watcher.as_mut() {
                 w.forget(pid);
             }
@@ -345,7 +345,7 @@ impl<B: Backend> Daemon<'_, B> {
     /// best-effort), its lower queues listed for preemptions.
     pub(super) fn sync_decisions(&mut self) {
         // Each level's queues per node, and every level's queues per node.
-        let mut watched: BTreeMap<ArenaKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
+        let mut watched: BTreeMap<DecisionKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
         let mut on_node: BTreeMap<u32, Vec<NodeQueue>> = BTreeMap::new();
         for (pid, t) in &self.tenants {
             for q in &t.queues {
@@ -367,11 +367,11 @@ impl<B: Backend> Daemon<'_, B> {
                 }
             }
         }
-        let keys: Vec<ArenaKey> = watched
+        let keys: Vec<DecisionKey> = watched
             .keys()
             .copied()
             .chain(
-                self.arenas
+                self.decisions
                     .iter()
                     .filter(|(_, a)| a.watcher.is_some() || !a.members.is_empty())
                     .map(|(k, _)| *k),
@@ -385,19 +385,19 @@ impl<B: Backend> Daemon<'_, B> {
         for key in keys {
             let want = watched.remove(&key).unwrap_or_default();
             let pcfg = self.pcfg_for(key.0);
-            let arena = self
-                .arenas
+            let decision = self
+                .decisions
                 .entry(key)
-                .or_insert_with(|| Arena::new(pcfg, now));
+                .or_insert_with(|| Decision::new(pcfg, now));
             if want.is_empty() {
                 // The level left the node: its file goes (closing it
                 // disarms and releases its watches).
-                if arena.watcher.is_some() {
-                    arena.watcher = None;
+                if decision.watcher.is_some() {
+                    decision.watcher = None;
                 }
-            } else if arena.watcher.is_none() {
+            } else if decision.watcher.is_none() {
                 match Watcher::open(&self.dev) {
-                    Ok(w) => arena.watcher = Some(w),
+                    Ok(w) => decision.watcher = Some(w),
                     Err(e) => {
                         let name = decision_name(self.cfg, key);
                         self.log.log(
@@ -412,7 +412,7 @@ impl<B: Backend> Daemon<'_, B> {
                     }
                 }
             }
-            let changes = arena
+            let changes = decision
                 .watcher
                 .as_mut()
                 .map(|w| w.sync(&want))
@@ -423,7 +423,7 @@ impl<B: Backend> Daemon<'_, B> {
             // unwatched and watched anew) is armed again, or a busy edge of
             // the new queue would never be signalled.
             if changes.changed
-                && arena
+                && decision
                     .watcher
                     .as_ref()
                     .is_some_and(|w| w.arm != ArmState::Off)
@@ -431,11 +431,11 @@ impl<B: Backend> Daemon<'_, B> {
                 rearm.push(key);
             }
             let (gpu_id, rank) = key;
-            let mut members: BTreeMap<i32, (Class, usize)> = BTreeMap::new();
-            if let Some(w) = &arena.watcher {
+            let mut members: BTreeMap<i32, (Role, usize)> = BTreeMap::new();
+            if let Some(w) = &decision.watcher {
                 for (pid, qs) in &w.watched {
                     if !qs.is_empty() {
-                        members.insert(*pid, (Class::LatencyCritical, qs.len()));
+                        members.insert(*pid, (Role::Watched, qs.len()));
                     }
                 }
             }
@@ -445,7 +445,7 @@ impl<B: Backend> Daemon<'_, B> {
             // too: while held, the new queue must be taken. So is a queue
             // the decision holds that the module says it does not: its
             // id and ring came back on a new queue.
-            let held = arena.policy.is_held();
+            let held = decision.policy.is_held();
             let mut renamed: BTreeSet<i32> = BTreeSet::new();
             let mut lower = Vec::new();
             let mut lower_rings = HashMap::new();
@@ -453,15 +453,17 @@ impl<B: Backend> Daemon<'_, B> {
                 if nq.rank < rank {
                     lower.push(nq.queue);
                     lower_rings.insert(nq.queue, nq.ring);
-                    members.entry(nq.pid).or_insert((Class::BestEffort, 0)).1 += 1;
-                    if arena.lower_rings.get(&nq.queue) != Some(&nq.ring) || (held && nq.not_held) {
+                    members.entry(nq.pid).or_insert((Role::Lower, 0)).1 += 1;
+                    if decision.lower_rings.get(&nq.queue) != Some(&nq.ring)
+                        || (held && nq.not_held)
+                    {
                         renamed.insert(nq.pid);
                     }
                 }
             }
-            arena.lower = lower;
-            arena.lower_rings = lower_rings;
-            for e in arena.membership_events(members, &renamed) {
+            decision.lower = lower;
+            decision.lower_rings = lower_rings;
+            for e in decision.membership_events(members, &renamed) {
                 events.push((key, now, e));
             }
             self.log_watch_changes(key, changes);
@@ -474,7 +476,7 @@ impl<B: Backend> Daemon<'_, B> {
         }
     }
 
-    fn log_watch_changes(&self, key: ArenaKey, changes: super::watcher::WatchChanges) {
+    fn log_watch_changes(&self, key: DecisionKey, changes: super::watcher::WatchChanges) {
         let name = decision_name(self.cfg, key);
         for (pid, e) in changes.attach_failed {
             self.log.log(

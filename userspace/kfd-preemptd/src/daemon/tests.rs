@@ -602,15 +602,15 @@ const PERIOD: Duration = Duration::from_micros(50);
 const IDLE: Duration = Duration::from_micros(2000);
 const LEASE: Duration = Duration::from_millis(200);
 /// The decision of latency-critical work on node A (and B).
-const LC_A: ArenaKey = (A, 1);
-const LC_B: ArenaKey = (B, 1);
+const LC_A: DecisionKey = (A, 1);
+const LC_B: DecisionKey = (B, 1);
 
 fn order(q: &QueueRef) -> (u32, u32, u32) {
     (q.gpu_id, q.handle.0, q.queue_id)
 }
 
-fn held(d: &Daemon<'_, Fake>, key: ArenaKey) -> bool {
-    d.arenas[&key].policy.is_held()
+fn held(d: &Daemon<'_, Fake>, key: DecisionKey) -> bool {
+    d.decisions[&key].policy.is_held()
 }
 
 #[test]
@@ -666,7 +666,7 @@ fn an_edge_samples_once_and_its_sample_is_the_next_arms_baseline() {
     // A wakeup's SAMPLE that misses a queue watched since is no baseline:
     // the ARM reads its own. A complete one is.
     let woken = |d: &mut Daemon<'_, Fake>, s: Sample| {
-        d.arenas
+        d.decisions
             .get_mut(&LC_A)
             .unwrap()
             .watcher
@@ -742,7 +742,7 @@ fn busy_preempts_be_idle_after_hysteresis_resumes_shutdown_releases() {
         ]
     );
     assert!(held(&d, LC_A));
-    assert_eq!(d.arenas[&LC_A].policy.latency().count, 1);
+    assert_eq!(d.decisions[&LC_A].policy.latency().count, 1);
     // Idle, but sooner than the hysteresis after the ARM: a stale
     // signal; BE stays off.
     fake.set_busy(A, false);
@@ -809,7 +809,7 @@ fn be_exiting_while_held_is_detached_without_a_resume() {
     d.scan();
     assert_eq!(fake.main_calls(), vec![Call::Detach(handle(0, BE))]);
     assert!(!held(&d, LC_A));
-    assert_eq!(d.arenas[&LC_A].policy.counters().resumes, 0);
+    assert_eq!(d.decisions[&LC_A].policy.counters().resumes, 0);
 }
 
 #[test]
@@ -831,8 +831,8 @@ fn lc_exit_seen_in_a_sample_resumes_be_and_disarms() {
         ]
     );
     // Its watcher file is closed (which disarms it).
-    assert!(d.arenas[&LC_A].watcher.is_none());
-    assert_eq!(d.arenas[&LC_A].policy.mode(), Mode::NoLc);
+    assert!(d.decisions[&LC_A].watcher.is_none());
+    assert_eq!(d.decisions[&LC_A].policy.mode(), Mode::NoLc);
 }
 
 #[test]
@@ -983,7 +983,7 @@ fn lc_queues_refused_for_want_of_room_are_retried_when_a_watch_is_released() {
     assert!(fake
         .calls()
         .contains(&(1, Call::Watch(vec![fq(1, LC, A, 2)]))));
-    let w = d.arenas[&LC_A].watcher.as_ref().unwrap();
+    let w = d.decisions[&LC_A].watcher.as_ref().unwrap();
     assert_eq!(w.watched[&LC], vec![fq(1, LC, A, 2)]);
 }
 
@@ -1004,7 +1004,7 @@ fn an_lc_queue_the_module_cannot_pin_yet_is_asked_for_at_every_scan() {
     fake.s.borrow_mut().watch_again.clear();
     d.scan();
     assert_eq!(watches(&fake), 1);
-    let w = d.arenas[&LC_A].watcher.as_ref().unwrap();
+    let w = d.decisions[&LC_A].watcher.as_ref().unwrap();
     assert_eq!(w.watched[&LC], vec![fq(1, LC, A, 0)]);
     assert!(w.unwatchable.is_empty());
     d.scan();
@@ -1147,8 +1147,8 @@ fn decisions_busy_at_the_same_moment_share_one_preempt() {
         )]
     );
     assert!(held(&d, LC_A) && held(&d, LC_B));
-    assert_eq!(d.arenas[&LC_A].policy.counters().preemptions, 1);
-    assert_eq!(d.arenas[&LC_B].policy.counters().preemptions, 1);
+    assert_eq!(d.decisions[&LC_A].policy.counters().preemptions, 1);
+    assert_eq!(d.decisions[&LC_B].policy.counters().preemptions, 1);
     // Node B goes idle for the hysteresis: only its queue comes back.
     fake.set_busy(B, false);
     fake.s.borrow_mut().skew = Duration::from_millis(10);
@@ -1200,11 +1200,11 @@ fn higher_levels_preempt_every_lower_level_and_resume_what_no_other_holds() {
     d.scan();
     let (top, mid) = ((A, 2), (A, 1));
     assert_eq!(d.decisions().collect::<Vec<_>>(), vec![mid, top]);
-    assert_eq!(d.arenas[&mid].lower, be_refs());
+    assert_eq!(d.decisions[&mid].lower, be_refs());
     let mut under_top = vec![mq(MID, A, 0)];
     under_top.extend(be_refs());
     under_top.sort_by_key(order);
-    let mut lower_top = d.arenas[&top].lower.clone();
+    let mut lower_top = d.decisions[&top].lower.clone();
     lower_top.sort_by_key(order);
     assert_eq!(lower_top, under_top);
     fake.calls();
@@ -1241,8 +1241,8 @@ fn equal_levels_never_preempt_each_other() {
     add_second_server(&p, &fake, A, 7);
     let mut d = daemon(&p, &fake, &cfg);
     d.scan();
-    assert_eq!(d.arenas[&LC_A].lower, be_refs());
-    assert_eq!(d.arenas[&LC_A].watched(), 2);
+    assert_eq!(d.decisions[&LC_A].lower, be_refs());
+    assert_eq!(d.decisions[&LC_A].watched(), 2);
 }
 
 #[test]
@@ -1274,7 +1274,7 @@ fn the_loop_reacts_renews_and_stops_on_a_signal() {
         .iter()
         .all(|c| **c == Call::Preempt(be_refs(), LEASE)));
     assert_eq!(calls[calls.len() - 1], Call::Resume(be_refs()));
-    let counters = d.arenas[&LC_A].policy.counters();
+    let counters = d.decisions[&LC_A].policy.counters();
     assert_eq!(counters.preemptions, 1);
     assert!(counters.renewals >= 2);
     let v: serde_json::Value =

@@ -10,22 +10,22 @@ use kfd_preempt::QueueRef;
 
 use super::{backend::Backend, watcher::Watcher};
 use crate::{
-    policy::{Class, Event, Mode, Policy, PolicyConfig},
+    policy::{Event, Mode, Policy, PolicyConfig, Role},
     stats::ReactionPhases,
 };
 
 /// A decision's key: the node's gpu_id and the watched level's rank.
 /// Ordered by node, then level.
-pub type ArenaKey = (u32, usize);
+pub type DecisionKey = (u32, usize);
 
 /// One decision's state.
-pub(super) struct Arena<B: Backend> {
+pub(super) struct Decision<B: Backend> {
     /// Its own policy: hysteresis, lease, minimum share, counters.
     pub policy: Policy,
     /// Its file, while the level has queues on the node.
     pub watcher: Option<Watcher<B>>,
-    /// The tenants the policy was told of, with their class and queues.
-    pub members: BTreeMap<i32, (Class, usize)>,
+    /// The tenants the policy was told of, with their role and queues.
+    pub members: BTreeMap<i32, (Role, usize)>,
     /// The lower levels' compute queues on the node (main-file handles):
     /// what a preemption names.
     pub lower: Vec<QueueRef>,
@@ -39,11 +39,11 @@ pub(super) struct Arena<B: Backend> {
     pub phases: ReactionPhases,
 }
 
-impl<B: Backend> Arena<B> {
+impl<B: Backend> Decision<B> {
     /// A decision that holds nothing, whose minimum-share window starts at
     /// `now`.
     pub fn new(cfg: PolicyConfig, now: Duration) -> Self {
-        Arena {
+        Decision {
             policy: Policy::new(cfg, now),
             watcher: None,
             members: BTreeMap::new(),
@@ -55,23 +55,23 @@ impl<B: Backend> Arena<B> {
         }
     }
 
-    /// The events that tell the policy of `want` (each member's class and
+    /// The events that tell the policy of `want` (each member's role and
     /// queue count) after `members`: arrivals, changes, departures; and of
     /// the members in `renamed`, whose queues changed with their count.
     pub fn membership_events(
         &mut self,
-        want: BTreeMap<i32, (Class, usize)>,
+        want: BTreeMap<i32, (Role, usize)>,
         renamed: &BTreeSet<i32>,
     ) -> Vec<Event> {
         let mut events = Vec::new();
-        for (pid, (class, _)) in &self.members {
-            if want.get(pid).is_none_or(|(c, _)| c != class) {
+        for (pid, (role, _)) in &self.members {
+            if want.get(pid).is_none_or(|(c, _)| c != role) {
                 events.push(Event::TenantGone { pid: *pid });
             }
         }
-        for (pid, (class, queues)) in &want {
+        for (pid, (role, queues)) in &want {
             match self.members.get(pid) {
-                Some((c, n)) if c == class => {
+                Some((c, n)) if c == role => {
                     if n != queues || renamed.contains(pid) {
                         events.push(Event::TenantQueues {
                             pid: *pid,
@@ -82,7 +82,7 @@ impl<B: Backend> Arena<B> {
                 _ => {
                     events.push(Event::TenantAdded {
                         pid: *pid,
-                        class: *class,
+                        role: *role,
                     });
                     events.push(Event::TenantQueues {
                         pid: *pid,
