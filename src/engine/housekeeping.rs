@@ -59,7 +59,8 @@ impl<B: Backend> HrTimerCallback for Owner<B> {
 
     fn run(this: ArcBorrow<'_, Self>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
         // Interrupt context: the work does the rest, on the freezable
-        // workqueue so that no lease ends while the system suspends (B3).
+        // workqueue so that no lease ends while the system suspends (MQDs
+        // across hibernation: Documentation/design.rst, "Named hazards").
         // Queued already: it runs soon, which is what was asked.
         let _ = workqueue::system_freezable().enqueue(Arc::from(this));
         HrTimerRestart::NoRestart

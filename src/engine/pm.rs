@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Hibernation (B3; `Documentation/design.rst`, "Hazards").
+//! Hibernation (MQDs across hibernation: `Documentation/design.rst`,
+//! "Named hazards").
 //!
 //! MI300 keeps MQDs in VRAM, and at hibernation amdkfd moves only the MQDs
 //! of *active* queues out of VRAM (`dqm_evict_mqd_bo`): a queue this module

@@ -12,7 +12,8 @@
  *   soon waits for its turn, so that the limit never holds anything;
  * - whether a PREEMPT left marks that no trigger has applied yet
  *   (DEFERRED), so that the next PREEMPT of them triggers instead of
- *   answering ALREADY while the queues still run (B4).
+ *   answering ALREADY while the queues still run (deferred trigger:
+ *   Documentation/design.rst, "Named hazards").
  */
 
 #include <linux/delay.h>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The PM notifier behind src/engine/pm.rs (B3): hibernation is refused while
+ * The PM notifier behind src/engine/pm.rs (MQDs across hibernation:
+ * Documentation/design.rst, "Named hazards"): hibernation is refused while
  * queues are held preempted or processes frozen, because amdkfd saves only
  * active queues' MQDs, which live in VRAM on MI300. The decision is the
  * engine's (Rust); this file only connects it to the PM core, which the

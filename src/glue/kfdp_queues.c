@@ -107,9 +107,9 @@ static void kfdp_mark(struct device_queue_manager *dqm,
 		if (!owned || dry_run)
 			return;
 		/*
-		 * B4: ours, but an earlier trigger was DEFERRED. On MES a queue
-		 * still active was never removed; on HWS the node's runlist may
-		 * still hold it. Trigger again.
+		 * Deferred trigger: ours, but an earlier trigger was DEFERRED.
+		 * On MES a queue still active was never removed; on HWS the
+		 * node's runlist may still hold it. Trigger again.
 		 */
 		if (kfdp_node_uses_mes(dqm)) {
 			if (q->properties.is_active)
@@ -278,17 +278,17 @@ static int kfdp_update_one(struct device_queue_manager *dqm,
 }
 
 /*
- * B1 (Documentation/design.rst, "Hazards"): update_queue() returned -EACCES
- * after its unmap, because a queue of the trigger's process was reset
- * during that unmap (unmap_queues_cpsch, reset_hung_queues), and amdkfd
- * skipped the map: the node has no runlist. Map it again through a queue
- * of any process of the node that has no reset queue, not only those of
- * the batch. Such a process is not pinned by us: under dqm_lock, which
- * proves it registered, mm_users keeps kfd's teardown (which runs without
- * p->mutex) from starting and a trylocked p->mutex keeps its queues from
- * being destroyed; trylock, because kfd's order is p->mutex, then dqm_lock.
- * Returns -ENOENT if the node has no such process: then amdkfd itself can
- * map nothing either until a process is restored or created; -EACCES if
+ * Reset during our unmap (Documentation/design.rst, "Named hazards"):
+ * update_queue() returned -EACCES after its unmap, because a queue of the
+ * trigger's process was reset during that unmap (unmap_queues_cpsch,
+ * reset_hung_queues), and amdkfd skipped the map: the node has no runlist. Map
+ * it again through a queue of any process of the node that has no reset queue,
+ * not only those of the batch. Such a process is not pinned by us: under
+ * dqm_lock, which proves it registered, mm_users keeps kfd's teardown (which
+ * runs without p->mutex) from starting and a trylocked p->mutex keeps its
+ * queues from being destroyed; trylock, because kfd's order is p->mutex, then
+ * dqm_lock. Returns -ENOENT if the node has no such process: then amdkfd itself
+ * can map nothing either until a process is restored or created; -EACCES if
  * that trigger's own unmap reset a queue (its process is then no longer
  * healthy, and the caller may try again).
  */
@@ -735,7 +735,8 @@ int kfdp_freeze(struct kfdp_target *t, u32 gpu_id, bool thaw, u64 *elapsed_ns,
 	t0 = ktime_get_ns();
 	if (thaw) {
 		/*
-		 * B2: one restore consumes one freeze, whatever it returns.
+		 * Failed thaw restore: one restore consumes one freeze, whatever it
+		 * returns.
 		 * restore_process_queues_cpsch() drops qpd->evicted before it
 		 * reports a failed runlist, so a retry would consume an
 		 * eviction amdkfd holds (GPU reset, TTM).

@@ -684,10 +684,10 @@ static void hws_lost_fence(struct kunit *test)
 }
 
 /*
- * B1: a queue of the trigger's process ignores preemption during our own
- * unmap. amdkfd resets it and update_queue() returns -EACCES without
- * mapping anything. The glue must not leave the node without a runlist:
- * another process's queues must run again.
+ * Reset during our unmap: a queue of the trigger's process ignores
+ * preemption during our own unmap. amdkfd resets it and update_queue() returns
+ * -EACCES without mapping anything. The glue must not leave the node without a
+ * runlist: another process's queues must run again.
  */
 static void hws_queue_reset_during_unmap(struct kunit *test)
 {
@@ -719,9 +719,9 @@ static void hws_queue_reset_during_unmap(struct kunit *test)
 }
 
 /*
- * B1 with no other process on the node: nothing can map it (amdkfd's own
- * update_queue refuses every process with a reset queue), so the glue
- * says EIO rather than success, and amdkfd's state stays exact.
+ * Reset during our unmap with no other process on the node: nothing can map it
+ * (amdkfd's own update_queue refuses every process with a reset queue), so the
+ * glue says EIO rather than success, and amdkfd's state stays exact.
  */
 static void hws_queue_reset_alone(struct kunit *test)
 {
@@ -746,9 +746,9 @@ static void hws_queue_reset_alone(struct kunit *test)
 }
 
 /*
- * B1's fallback uses only processes it can hold safely: not one whose
- * p->mutex is busy, not a secondary context (torn down at its fd's close,
- * without p->mutex or mm_users). With only those left, EIO.
+ * The reset-during-our-unmap fallback uses only processes it can hold
+ * safely: not one whose p->mutex is busy, not a secondary context (torn down at
+ * its fd's close, without p->mutex or mm_users). With only those left, EIO.
  */
 static void hws_queue_reset_skips_unusable(struct kunit *test)
 {
@@ -777,9 +777,9 @@ static void hws_queue_reset_skips_unusable(struct kunit *test)
 }
 
 /*
- * B2: a THAW whose restore fails. amdkfd has already dropped the eviction
- * count (restore_process_queues_cpsch sets evicted = 0 before it returns
- * the error), so the glue must report the freeze consumed, never to be
+ * Failed thaw restore: a THAW whose restore fails. amdkfd has already dropped
+ * the eviction count (restore_process_queues_cpsch sets evicted = 0 before it
+ * returns the error), so the glue must report the freeze consumed, never to be
  * retried: a retry would consume an eviction amdkfd holds.
  */
 static void hws_failed_thaw_consumes_freeze(struct kunit *test)
@@ -849,12 +849,12 @@ static void spy_on_restore(struct kunit *test, struct emu_node *en, bool evict_a
 }
 
 /*
- * B2 on MES: MES refuses the add of the middle of three queues during THAW.
- * restore_process_queues_cpsch() has added the queues before it, leaves the
- * ones after it evicted, keeps qpd->evicted at 1 (only a failed runlist
- * zeroes it) and asks for a GPU reset. One restore consumed the one freeze:
- * the glue reports the error and calls amdkfd no more. A retry would add
- * the first queue to MES twice and zero the count; with @reset_evicts, the
+ * Failed thaw restore on MES: MES refuses the add of the middle of three queues
+ * during THAW. restore_process_queues_cpsch() has added the queues before it,
+ * leaves the ones after it evicted, keeps qpd->evicted at 1 (only a failed
+ * runlist zeroes it) and asks for a GPU reset. One restore consumed the one
+ * freeze: the glue reports the error and calls amdkfd no more. A retry would
+ * add the first queue to MES twice and zero the count; with @reset_evicts, the
  * reset's eviction is in the count by then and a retry would consume it.
  */
 static void mes_failed_thaw(struct kunit *test, bool reset_evicts)
@@ -943,13 +943,12 @@ static void mes_failed_thaw_add_keeps_reset_eviction(struct kunit *test)
 }
 
 /*
- * B2 on HWS, with amdkfd's own eviction arriving as soon as the failed
- * restore drops dqm_lock. THAW's runlist cannot be sent (its IB is not
- * allocated: amdkfd never waits for a RUN_LIST's outcome, so a map fails in
- * restore_process_queues_cpsch() only in pm_send_runlist()), and the
- * restore has already zeroed qpd->evicted. The count then holds amdkfd's
- * eviction only: a retry would consume it and map the queues amdkfd keeps
- * off.
+ * Failed thaw restore on HWS, with amdkfd's own eviction arriving as soon as
+ * the failed restore drops dqm_lock. THAW's runlist cannot be sent (its IB is
+ * not allocated: amdkfd never waits for a RUN_LIST's outcome, so a map fails in
+ * restore_process_queues_cpsch() only in pm_send_runlist()), and the restore
+ * has already zeroed qpd->evicted. The count then holds amdkfd's eviction only:
+ * a retry would consume it and map the queues amdkfd keeps off.
  */
 static void hws_failed_thaw_map_keeps_amdkfd_eviction(struct kunit *test)
 {
@@ -1134,10 +1133,10 @@ static void hws_oversubscribed(struct kunit *test)
 }
 
 /*
- * B4: a PREEMPT whose trigger is DEFERRED (here: every queue of the node
- * awaits its MQD repin, as after S4) keeps its marks while the firmware
- * still runs the queues. The next PREEMPT of them must trigger, not answer
- * ALREADY and leave them running.
+ * Deferred trigger: a PREEMPT whose trigger is DEFERRED (here: every queue of
+ * the node awaits its MQD repin, as after S4) keeps its marks while the
+ * firmware still runs the queues. The next PREEMPT of them must trigger, not
+ * answer ALREADY and leave them running.
  */
 static void hws_deferred_then_preempt_triggers(struct kunit *test)
 {
