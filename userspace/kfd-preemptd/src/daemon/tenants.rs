@@ -24,6 +24,49 @@ use super::{
 };
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Role};
 
+/// The queues a decision watches, by pid.
+type Watched = BTreeMap<i32, Vec<QueueKey>>;
+
+/// A decision's members and lower queues, from its watcher and the
+/// queues of its node (`rank`: its level): sets `decision`'s lower queues
+/// and returns its members (each tenant's role and queue count) and the
+/// lower tenants whose queues the policy must hear of again.
+///
+/// A lower tenant with a queue the decision did not name before (a queue
+/// replaced by another, the count unchanged, or its id given to a new
+/// queue at another ring) is news to the policy too: while held, the new
+/// queue must be taken. So is a queue the decision holds that the module
+/// says it does not: its id and ring came back on a new queue.
+fn sync_members<B: Backend>(
+    decision: &mut Decision<B>,
+    node_queues: &[NodeQueue],
+    rank: usize,
+) -> (BTreeMap<i32, (Role, usize)>, BTreeSet<i32>) {
+    let mut members: BTreeMap<i32, (Role, usize)> = BTreeMap::new();
+    if let Some(w) = &decision.watcher {
+        for (pid, qs) in &w.watched {
+            if !qs.is_empty() {
+                members.insert(*pid, (Role::Watched, qs.len()));
+            }
+        }
+    }
+    let held = decision.policy.is_held();
+    let mut renamed: BTreeSet<i32> = BTreeSet::new();
+    let mut lower = Vec::new();
+    let mut lower_rings = HashMap::new();
+    for nq in node_queues.iter().filter(|nq| nq.rank < rank) {
+        lower.push(nq.queue);
+        lower_rings.insert(nq.queue, nq.ring);
+        members.entry(nq.pid).or_insert((Role::Lower, 0)).1 += 1;
+        if decision.lower_rings.get(&nq.queue) != Some(&nq.ring) || (held && nq.not_held) {
+            renamed.insert(nq.pid);
+        }
+    }
+    decision.lower = lower;
+    decision.lower_rings = lower_rings;
+    (members, renamed)
+}
+
 /// A tenant's compute queue on a node, as the decisions there see it.
 struct NodeQueue {
     pid: i32,
@@ -344,41 +387,8 @@ impl<B: Backend> Daemon<'_, B> {
     /// node (the level's as latency-critical, lower levels' as
     /// best-effort), its lower queues listed for preemptions.
     pub(super) fn sync_decisions(&mut self) {
-        // Each level's queues per node, and every level's queues per node.
-        let mut watched: BTreeMap<DecisionKey, BTreeMap<i32, Vec<QueueKey>>> = BTreeMap::new();
-        let mut on_node: BTreeMap<u32, Vec<NodeQueue>> = BTreeMap::new();
-        for (pid, t) in &self.tenants {
-            for q in &t.queues {
-                let ring = t.rings.get(q).copied().unwrap_or(0);
-                on_node.entry(q.gpu_id).or_default().push(NodeQueue {
-                    pid: *pid,
-                    rank: t.rank,
-                    queue: *q,
-                    ring,
-                    not_held: t.not_held.contains(q),
-                });
-                if t.rank > 0 {
-                    watched
-                        .entry((q.gpu_id, t.rank))
-                        .or_default()
-                        .entry(*pid)
-                        .or_default()
-                        .push(key_of(q, ring));
-                }
-            }
-        }
-        let keys: Vec<DecisionKey> = watched
-            .keys()
-            .copied()
-            .chain(
-                self.decisions
-                    .iter()
-                    .filter(|(_, a)| a.watcher.is_some() || !a.members.is_empty())
-                    .map(|(k, _)| *k),
-            )
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let (mut watched, on_node) = self.queues_by_level_and_node();
+        let keys = self.decisions_to_sync(&watched);
         let now = monotonic();
         let mut events = Vec::new();
         let mut rearm = Vec::new();
@@ -392,9 +402,7 @@ impl<B: Backend> Daemon<'_, B> {
             if want.is_empty() {
                 // The level left the node: its file goes (closing it
                 // disarms and releases its watches).
-                if decision.watcher.is_some() {
-                    decision.watcher = None;
-                }
+                decision.watcher = None;
             } else if decision.watcher.is_none() {
                 match Watcher::open(&self.dev) {
                     Ok(w) => decision.watcher = Some(w),
@@ -430,39 +438,8 @@ impl<B: Backend> Daemon<'_, B> {
             {
                 rearm.push(key);
             }
-            let (gpu_id, rank) = key;
-            let mut members: BTreeMap<i32, (Role, usize)> = BTreeMap::new();
-            if let Some(w) = &decision.watcher {
-                for (pid, qs) in &w.watched {
-                    if !qs.is_empty() {
-                        members.insert(*pid, (Role::Watched, qs.len()));
-                    }
-                }
-            }
-            // A lower tenant with a queue the decision did not name before
-            // (a queue replaced by another, the count unchanged, or its id
-            // given to a new queue at another ring) is news to the policy
-            // too: while held, the new queue must be taken. So is a queue
-            // the decision holds that the module says it does not: its
-            // id and ring came back on a new queue.
-            let held = decision.policy.is_held();
-            let mut renamed: BTreeSet<i32> = BTreeSet::new();
-            let mut lower = Vec::new();
-            let mut lower_rings = HashMap::new();
-            for nq in on_node.get(&gpu_id).map(Vec::as_slice).unwrap_or(&[]) {
-                if nq.rank < rank {
-                    lower.push(nq.queue);
-                    lower_rings.insert(nq.queue, nq.ring);
-                    members.entry(nq.pid).or_insert((Role::Lower, 0)).1 += 1;
-                    if decision.lower_rings.get(&nq.queue) != Some(&nq.ring)
-                        || (held && nq.not_held)
-                    {
-                        renamed.insert(nq.pid);
-                    }
-                }
-            }
-            decision.lower = lower;
-            decision.lower_rings = lower_rings;
+            let node_queues = on_node.get(&key.0).map(Vec::as_slice).unwrap_or(&[]);
+            let (members, renamed) = sync_members(decision, node_queues, key.1);
             for e in decision.membership_events(members, &renamed) {
                 events.push((key, now, e));
             }
@@ -474,6 +451,56 @@ impl<B: Backend> Daemon<'_, B> {
         for key in rearm {
             self.rearm(key);
         }
+    }
+
+    /// Each level's queues per node (the levels above the lowest, whose
+    /// queues decisions watch), by pid; and every queue per node.
+    fn queues_by_level_and_node(
+        &self,
+    ) -> (
+        BTreeMap<DecisionKey, Watched>,
+        BTreeMap<u32, Vec<NodeQueue>>,
+    ) {
+        let mut watched: BTreeMap<DecisionKey, Watched> = BTreeMap::new();
+        let mut on_node: BTreeMap<u32, Vec<NodeQueue>> = BTreeMap::new();
+        for (pid, t) in &self.tenants {
+            for q in &t.queues {
+                let ring = t.rings.get(q).copied().unwrap_or(0);
+                on_node.entry(q.gpu_id).or_default().push(NodeQueue {
+                    pid: *pid,
+                    rank: t.rank,
+                    queue: *q,
+                    ring,
+                    not_held: t.not_held.contains(q),
+                });
+                if t.rank > 0 {
+                    watched
+                        .entry((q.gpu_id, t.rank))
+                        .or_default()
+                        .entry(*pid)
+                        .or_default()
+                        .push(key_of(q, ring));
+                }
+            }
+        }
+        (watched, on_node)
+    }
+
+    /// The decisions to bring in line: those with queues to watch, and
+    /// those that still watch or have members (whose level left).
+    fn decisions_to_sync(&self, watched: &BTreeMap<DecisionKey, Watched>) -> Vec<DecisionKey> {
+        watched
+            .keys()
+            .copied()
+            .chain(
+                self.decisions
+                    .iter()
+                    .filter(|(_, d)| d.watcher.is_some() || !d.members.is_empty())
+                    .map(|(k, _)| *k),
+            )
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
     }
 
     fn log_watch_changes(&self, key: DecisionKey, changes: super::watcher::WatchChanges) {
