@@ -675,58 +675,76 @@ impl Policy {
             self.pending_edge = None;
         }
         if self.held {
-            if be == 0 {
-                // Every BE tenant exited while held: their queues are
-                // gone with them, so there is nothing to resume.
-                self.stop_holding(now);
-                return;
-            }
-            if !want {
-                self.stop_holding(now);
-                self.counters.resumes += 1;
-                let reason = if self.mode == Mode::NoLc {
-                    ResumeReason::LcGone
-                } else {
-                    ResumeReason::LcIdle
-                };
-                out.push(Action::ResumeBe { reason });
-                return;
-            }
-            if !self.may_hold(now) {
-                self.stop_holding(now);
-                self.counters.resumes += 1;
-                self.counters.forced_resumes += 1;
-                self.min_share_blocked = true;
-                out.push(Action::ResumeBe {
-                    reason: ResumeReason::MinShare,
-                });
-                return;
-            }
-            let reason = if be_changed {
-                Some(RenewReason::NewQueues)
-            } else if now >= self.renew_at && self.renew_is_retry {
-                Some(RenewReason::Retry)
-            } else if now >= self.renew_at {
-                Some(RenewReason::Lease)
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                self.renew_is_retry = false;
-                // A renewal at the lease's half (rather than its end)
-                // leaves half a lease for the ioctl and a late wakeup.
-                self.renew_at = now + self.cfg.lease / 2;
-                self.counters.renewals += 1;
-                out.push(Action::RenewLease {
-                    lease: self.cfg.lease,
-                    reason,
-                });
-            }
+            self.reconcile_held(now, be, want, be_changed, out);
+        } else if want {
+            self.maybe_preempt(now, out);
+        }
+    }
+
+    /// [`Policy::reconcile`] while BE is held: resumes it (no BE queue
+    /// left, LC idle or gone, the minimum share due), or renews the lease
+    /// (new BE queues, a retry, the lease's half).
+    fn reconcile_held(
+        &mut self,
+        now: Duration,
+        be: usize,
+        want: bool,
+        be_changed: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if be == 0 {
+            // Every BE tenant exited while held: their queues are
+            // gone with them, so there is nothing to resume.
+            self.stop_holding(now);
             return;
         }
         if !want {
+            self.stop_holding(now);
+            self.counters.resumes += 1;
+            let reason = if self.mode == Mode::NoLc {
+                ResumeReason::LcGone
+            } else {
+                ResumeReason::LcIdle
+            };
+            out.push(Action::ResumeBe { reason });
             return;
         }
+        if !self.may_hold(now) {
+            self.stop_holding(now);
+            self.counters.resumes += 1;
+            self.counters.forced_resumes += 1;
+            self.min_share_blocked = true;
+            out.push(Action::ResumeBe {
+                reason: ResumeReason::MinShare,
+            });
+            return;
+        }
+        let reason = if be_changed {
+            Some(RenewReason::NewQueues)
+        } else if now >= self.renew_at && self.renew_is_retry {
+            Some(RenewReason::Retry)
+        } else if now >= self.renew_at {
+            Some(RenewReason::Lease)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            self.renew_is_retry = false;
+            // A renewal at the lease's half (rather than its end)
+            // leaves half a lease for the ioctl and a late wakeup.
+            self.renew_at = now + self.cfg.lease / 2;
+            self.counters.renewals += 1;
+            out.push(Action::RenewLease {
+                lease: self.cfg.lease,
+                reason,
+            });
+        }
+    }
+
+    /// [`Policy::reconcile`] when LC is busy with BE queues not held:
+    /// preempts them, unless the minimum share forbids it or a retry is
+    /// not due yet.
+    fn maybe_preempt(&mut self, now: Duration, out: &mut Vec<Action>) {
         if !self.may_hold(now) {
             // Preempting now would have to be undone at once; a reaction
             // this late no longer measures anything, and a retry waits for
