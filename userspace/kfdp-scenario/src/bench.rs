@@ -107,13 +107,16 @@ impl CostModel {
     }
 }
 
-/// Nearest-rank percentile of sorted `v` (`q` in 0..=1), in microseconds.
+/// The nearest-rank percentile of sorted `sorted` (`q` in 0..=1), in
+/// microseconds, by the crate's one rule ([`crate::stats::percentile_sorted`]);
+/// 0 for no samples.
 pub(crate) fn percentile_us(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
+    let us: Vec<f64> = sorted.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+    if us.is_empty() {
+        0.0
+    } else {
+        crate::stats::percentile_sorted(&us, q)
     }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1e6
 }
 
 /// Spreads `k` queues over `procs` processes as evenly as possible.
