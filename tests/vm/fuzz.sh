@@ -22,7 +22,7 @@ if [ "$CORPUS" != none ] && [ -r "/kfdp/extra/$CORPUS" ]; then
 fi
 stop=
 [ "${STOP:-0}" = 1 ] && stop=--stop-on-violation
-kfdp-fuzz fuzz --out $W/out --corpus $W/corpus --seconds "$S" --seed "$SEED" $stop
+RUST_BACKTRACE=1 kfdp-fuzz fuzz --out $W/out --corpus $W/corpus --seconds "$S" --seed "$SEED" $stop
 rc=$?
 echo "=== kfdp-fuzz rc $rc ==="
 section() {
