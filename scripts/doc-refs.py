@@ -28,7 +28,7 @@ UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
 # colon, then the heading in straight or typographic quotes. Between the
 # two, a line break may carry a comment leader (//, //!, ///, *, #, ;).
 REFERENCE = re.compile(
-    r"(?:(?P<file>[A-Za-z0-9_-]+\.rst)`?|:doc:`(?P<doc>[A-Za-z0-9_-]+)`)[,:]?"
+    r"(?:(?P<file>[A-Za-z0-9_-]+\.rst)`?|:doc:`/?(?P<doc>[A-Za-z0-9_/-]+)`)[,:]?"
     r"(?:[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?)?[ \t]*"
     r"\\?[\"\u201c](?P<heading>[^\"\u201d\n]+?)\\?[\"\u201d]"
 )
@@ -62,11 +62,14 @@ def tracked_files(root):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     docs = os.path.join(root, "Documentation")
-    titles = {
-        name: headings(os.path.join(docs, name))
-        for name in os.listdir(docs)
-        if name.endswith(".rst")
-    }
+    # Keyed by the path under Documentation/ ("design.rst",
+    # "results/bench.rst").
+    titles = {}
+    for top, _, names in os.walk(docs):
+        for name in names:
+            if name.endswith(".rst"):
+                path = os.path.join(top, name)
+                titles[os.path.relpath(path, docs)] = headings(path)
     bad = 0
     checked = 0
     for f in tracked_files(root):
