@@ -6,8 +6,8 @@
 
 Code, scripts and the manual cite a section as a file name followed by the
 heading in quotes: ``Documentation/design.rst, "Hazards"`` (the directory,
-backquotes and a line break with its comment leader are optional), or in
-the manual ``:doc:`design`, "Hazards"``. Each
+backquotes and a line break with its comment leader are optional, in the
+heading too), or in the manual ``:doc:`design`, "Hazards"``. Each
 cited heading must be a heading of that file, word for word. Prints every
 reference that is not, with where it is; exits 1 if there is one. Reads
 the files git tracks, as they are in the work tree.
@@ -23,15 +23,18 @@ import sys
 # allowed and changes nothing).
 UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
 
-# file.rst (optionally in backquotes and after a directory) or, in the
+# file.rst (optionally in backquotes and after directories) or, in the
 # manual, :doc:`file`; then a comma or
 # colon, then the heading in straight or typographic quotes. Between the
 # two, a line break may carry a comment leader (//, //!, ///, *, #, ;).
 REFERENCE = re.compile(
-    r"(?:(?P<file>[A-Za-z0-9_-]+\.rst)`?|:doc:`/?(?P<doc>[A-Za-z0-9_/-]+)`)[,:]?"
+    r"(?:(?P<file>(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.rst)`?|:doc:`/?(?P<doc>[A-Za-z0-9_/-]+)`)[,:]?"
     r"(?:[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?)?[ \t]*"
-    r"\\?[\"\u201c](?P<heading>[^\"\u201d\n]+?)\\?[\"\u201d]"
+    r"\\?[\"\u201c](?P<heading>[A-Za-z0-9`'][^\"\u201d\n]*"
+    r"(?:\n[ \t]*(?://[!/]?|\*|#)?[ \t]*[^\"\u201d\n]+)?)\\?[\"\u201d]"
 )
+# A line break inside a cited heading, with the next line's comment leader.
+WRAP = re.compile(r"[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?[ \t]*")
 
 SKIP_SUFFIXES = (".png", ".svg", ".gz", ".ko", ".o", ".bin")
 
@@ -82,7 +85,10 @@ def main():
             continue
         for m in REFERENCE.finditer(text):
             name = m.group("file") or m.group("doc") + ".rst"
-            heading = m.group("heading")
+            name = name.removeprefix("Documentation/")
+            if name not in titles and os.path.basename(name) in titles:
+                name = os.path.basename(name)
+            heading = WRAP.sub(" ", m.group("heading")).removesuffix("\\")
             if name not in titles:
                 # Another project's file (the kernel's own Documentation/).
                 continue

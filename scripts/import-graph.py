@@ -41,13 +41,51 @@ TEST_ATTR = re.compile(r"#\[(?:cfg\(test\)|kunit_tests\([^)]*\))\]\s*(?:#\[[^\]]
                        r"(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
 
 
-def strip_comments(text):
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
+def strip_comments(text, keep_strings=False):
+    """The code of a Rust file: comments (nested block comments too) left
+    out, and the contents of string, raw string, byte string and character
+    literals emptied (unless keep_strings), so that neither a "/*" in a
+    string nor a brace in a character is read as code. Lifetimes ('a) are
+    kept."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if text.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif text.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif (m := re.match(r'b?r(#*)"', text[i:])) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = text.find('"' + m.group(1), i + m.end())
+            stop = n if end < 0 else end + 1 + len(m.group(1))
+            out.append(text[i:stop] if keep_strings else '""')
+            i = stop
+        elif c == '"' or (c == "b" and text.startswith('b"', i)):
+            start = i
+            i += 2 if c == "b" else 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            out.append(text[start:i] if keep_strings else '""')
+        elif c == "'" and (m := re.match(r"'(\\(?:[nrt0\\'\"]|x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\})|[^\\'])'", text[i:])):
+            out.append("' '")
+            i += m.end()
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def strip_tests(text):
-    """(text without its test modules' bodies, names of test module files)."""
+    """(text without its test modules' bodies, names of test module files);
+    text has been through strip_comments."""
     out, files, pos = [], set(), 0
     for m in TEST_ATTR.finditer(text):
         if m.start() < pos:
@@ -57,22 +95,11 @@ def strip_tests(text):
             files.add(m.group(1))
             pos = m.end()
             continue
-        depth, i, quote = 1, m.end(), None
+        # Comments and literals are gone (strip_comments): every brace
+        # left is code.
+        depth, i = 1, m.end()
         while i < len(text) and depth:
-            c = text[i]
-            if quote:
-                if c == "\\":
-                    i += 1
-                elif c == quote:
-                    quote = None
-            elif c == '"':
-                quote = c
-            elif c == "'" and text[i + 2:i + 3] == "'":
-                i += 2
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         pos = i
     out.append(text[pos:])
@@ -94,11 +121,12 @@ def module_tree(src):
     while todo:
         m = todo.pop()
         f = mods[m]
-        text, tests = strip_tests(strip_comments(open(f, encoding="utf-8").read()))
+        raw = open(f, encoding="utf-8").read()
+        text, tests = strip_tests(strip_comments(raw))
         base = os.path.dirname(f)
         own = os.path.splitext(os.path.basename(f))[0]
         child_dir = base if m == () or own == "mod" else os.path.join(base, own)
-        paths = {name: p for p, name in PATH_ATTR_THEN_MOD.findall(text)}
+        paths = {name: p for p, name in PATH_ATTR_THEN_MOD.findall(strip_comments(raw, keep_strings=True))}
         for name in MOD_DECL.findall(text):
             if name in tests:
                 continue
@@ -278,6 +306,13 @@ def layer_of(layers, rel_file):
     return best
 
 
+def stale_names(layers, files, src):
+    """Layer names that name no file of the crate."""
+    rel = [os.path.relpath(f, src) for f in files]
+    return [name for names in layers for name in names
+            if not any(r == name or (name.endswith("/") and r.startswith(name)) for r in rel)]
+
+
 def upward(mods, edges, layers, src):
     """(unlayered files, upward edges) against the layer list."""
     root = mods[()]
@@ -320,13 +355,17 @@ def main(argv):
         print(f"no layer list in {design}, \"Layers\"")
         return 1
     unlayered, bad = upward(mods, edges, layers, src)
+    stale = stale_names(layers, mods.values(), src)
     for f in unlayered:
         print(f"no layer: {f}")
+    for name in stale:
+        print(f"layer names no file: {name}")
     for a, b in bad:
         print(f"upward import: {a} -> {b}")
     print(f"{len(mods)} files in {len(layers)} layers, {sum(len(b) for b in edges.values())} imports, "
-          f"{len(found)} cycles, {len(bad)} upward, {len(unlayered)} without a layer")
-    return 1 if found or bad or unlayered else 0
+          f"{len(found)} cycles, {len(bad)} upward, {len(unlayered)} without a layer, "
+          f"{len(stale)} stale names")
+    return 1 if found or bad or unlayered or stale else 0
 
 
 if __name__ == "__main__":

@@ -138,8 +138,9 @@ import-graph() {
 	python3 scripts/import-graph.py userspace/kfd-preemptd/src userspace/kfd-preemptd/src/lib.rs ||
 		return 1
 	local crate
-	for crate in kfd-preempt kfd-preempt-cli kfdp-scenario; do
-		python3 scripts/import-graph.py --cycles-only "userspace/$crate/src" || return 1
+	for crate in userspace/kfd-preempt userspace/kfd-preempt-cli userspace/kfdp-scenario \
+		userspace/kfd-preempt-capi tests/fuzz; do
+		python3 scripts/import-graph.py --cycles-only "$crate/src" || return 1
 	done
 	# No binary crate depends on another: what two share is the library's.
 	if grep -Eq '^(kfd-preemptd|kfd-preempt-cli|kfdp-scenario)\b' userspace/*/Cargo.toml; then
@@ -169,7 +170,7 @@ doc-refs() {
 	tmp=$(mktemp -d)
 	mkdir "$tmp/Documentation"
 	printf 'Manual\n======\n\nA section\n---------\n' >"$tmp/Documentation/manual.rst"
-	printf '/* (Documentation/manual.rst, "A section") */\n/* (manual.rst,\n * "No such section") */\n' \
+	printf '/* (Documentation/manual.rst, "A section") */\n/* (manual.rst,\n * "No such section") */\n/* (manual.rst, "A\n * section") */\n' \
 		>"$tmp/cites.c"
 	git -C "$tmp" init -q && git -C "$tmp" add -A || r=1
 	if err=$(python3 scripts/doc-refs.py "$tmp" 2>/dev/null); then

@@ -30,7 +30,7 @@
 //! * [`sorted_map`], [`small_vec`]: the keyed map the engine keeps its
 //!   state in, and a batch's items, on the stack when the batch is small.
 //!
-//! Each file imports only from the layers below its own
+//! Each file imports only from its own layer and those below
 //! (`Documentation/design.rst`, "Layers"; `scripts/import-graph.py`).
 
 use kernel::{

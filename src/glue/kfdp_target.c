@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Finding, verifying and pinning a target process
- * (Documentation/design.rst, "Targets and pins"). amdkfd exports nothing, so a target is reached through a file
- * that is proved to be an open /dev/kfd of the amdgpu.ko this module was
- * built against, and is kept alive through kfd's own mmu_notifier
- * subscription instead of raw krefs, whose release function is static.
+ * Finding, verifying and pinning a target process (Documentation/design.rst,
+ * "Targets and pins"). amdkfd exports nothing, so a target is reached through a
+ * file that is proved to be an open /dev/kfd of the amdgpu.ko this module was
+ * built against, and is kept alive through kfd's own mmu_notifier subscription
+ * instead of raw krefs, whose release function is static.
  */
 
 #include <linux/fdtable.h>

@@ -12,18 +12,22 @@ rc=0
 mkdir -p "$KFDP_ROOT/out"
 "$KFDP_ROOT/scripts/fuzz.sh" --smoke --out "$out" >"$out.log" 2>&1 || rc=$?
 # kfdp-fuzz's own code, not a program, panicked (Rust's exit status 101;
-# a program's panic is LibAFL's 134, its timeout 55) and the VM found
-# nothing else wrong (its one complaint is that exit status: the kernel log
-# is clean, /init ran to its end): the campaign runs once more, from seed
-# 2, and is judged by that run. The first run's panic and backtrace stay in
+# a program's panic is LibAFL's 134, its timeout 55) before any oracle
+# failed (a violation's minimization runs outside LibAFL, so its panic
+# would be 101 too: its progress line already counts the violation) and
+# the VM found nothing else wrong (its one complaint is that exit status:
+# the kernel log is clean, /init ran to its end): the campaign runs once
+# more, from seed 2, and is judged by that run. The first run's panic and backtrace stay in
 # the output (and in out/fuzz-smoke-first), so that the fuzzer's own
 # failure is seen, not hidden; a kernel report, an oracle violation, a
 # timeout or a hang fails at once.
 retried=
 fuzz_rc=$(grep -o '^=== kfdp-fuzz rc [0-9]*' "$out/vm/results.log" 2>/dev/null | awk '{print $4}' | tail -n1)
 vm_fails=$(grep '^FAIL: ' "$out/vm.txt" 2>/dev/null)
-if [ "$fuzz_rc" = 101 ] && [ "$vm_fails" = "FAIL: VM extra command failed with exit status 101" ]; then
+if [ "$fuzz_rc" = 101 ] && [ "$vm_fails" = "FAIL: VM extra command failed with exit status 101" ] &&
+	! grep -Eq 'violations [1-9]' "$out/progress.log" 2>/dev/null; then
 	retried=$(sed -n '/^thread .* panicked/,/^=== kfdp-fuzz rc /p' "$out/vm/results.log" | head -n 40)
+	retried=${retried:-"(no panic message in $out/vm/results.log)"}
 	rm -rf "$out-first" && mv "$out" "$out-first" && mv "$out.log" "$out-first.log"
 	rc=0
 	"$KFDP_ROOT/scripts/fuzz.sh" --smoke --seed 2 --out "$out" >"$out.log" 2>&1 || rc=$?

@@ -46,8 +46,9 @@ use libafl::{
 use libafl_bolts::{rands::StdRand, tuples::tuple_list};
 
 use crate::{
-    exec::{reset_knobs, Context, Outcomes},
+    exec::Outcomes,
     generate::{any_program, seeds},
+    judge::execute,
     kcov::Kcov,
     mem::read_only_page,
     minimize::{minimize, reproducer, write_violation},
@@ -115,35 +116,6 @@ impl<S: HasRand> Generator<Program, S> for ProgramGenerator {
     fn generate(&mut self, state: &mut S) -> Result<Program, Error> {
         Ok(any_program(state.rand_mut()))
     }
-}
-
-/// Runs `p` once in a fresh context and judges it: the oracles once the
-/// owners are closed (while the tenants still run), then once everything
-/// is. With `kcov`, appends the PCs of the program (not of the oracles'
-/// reads of debugfs) to `pcs`.
-pub fn execute(
-    p: &Program,
-    read_only: u64,
-    oracle: &mut Oracle,
-    kcov: Option<&Kcov>,
-    pcs: &mut Vec<u64>,
-) -> (Outcomes, Vec<String>) {
-    let mut v = Vec::new();
-    let outcomes = Context::new(read_only).run_checked(p, || {
-        if let Some(k) = kcov {
-            k.drain_into(pcs);
-        }
-        v = oracle.after_owners_closed();
-        if let Some(k) = kcov {
-            k.reset();
-        }
-    });
-    if let Some(k) = kcov {
-        k.drain_into(pcs);
-    }
-    reset_knobs();
-    v.extend(oracle.violations());
-    (outcomes, v)
 }
 
 /// What identifies a violation's kind: the counter, or the log line

@@ -17,6 +17,7 @@
 mod campaign;
 mod exec;
 mod generate;
+mod judge;
 mod kcov;
 mod mem;
 mod minimize;

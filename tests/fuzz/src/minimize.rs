@@ -13,8 +13,8 @@ use std::{
 };
 
 use crate::{
-    campaign::execute,
     exec::{reset_knobs, Context},
+    judge::execute,
     mem::read_only_page,
     oracle::Oracle,
     program::{Call, Program},

@@ -25,7 +25,7 @@ use super::{
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Role};
 
 /// The queues a decision watches, by pid.
-type Watched = BTreeMap<i32, Vec<QueueKey>>;
+type WatchedQueues = BTreeMap<i32, Vec<QueueKey>>;
 
 /// A decision's members and lower queues, from its watcher and the
 /// queues of its node (`rank`: its level): sets `decision`'s lower queues
@@ -384,8 +384,8 @@ impl<B: Backend> Daemon<'_, B> {
     /// Brings every decision in line with the tenants' queues: a decision
     /// for each node and level above the lowest that has queues there,
     /// its watcher watching them, its policy told of the tenants on the
-    /// node (the level's as latency-critical, lower levels' as
-    /// best-effort), its lower queues listed for preemptions.
+    /// node (the level's as [`Role::Watched`], lower levels' as
+    /// [`Role::Lower`]), its lower queues listed for preemptions.
     pub(super) fn sync_decisions(&mut self) {
         let (mut watched, on_node) = self.queues_by_level_and_node();
         let keys = self.decisions_to_sync(&watched);
@@ -458,10 +458,10 @@ impl<B: Backend> Daemon<'_, B> {
     fn queues_by_level_and_node(
         &self,
     ) -> (
-        BTreeMap<DecisionKey, Watched>,
+        BTreeMap<DecisionKey, WatchedQueues>,
         BTreeMap<u32, Vec<NodeQueue>>,
     ) {
-        let mut watched: BTreeMap<DecisionKey, Watched> = BTreeMap::new();
+        let mut watched: BTreeMap<DecisionKey, WatchedQueues> = BTreeMap::new();
         let mut on_node: BTreeMap<u32, Vec<NodeQueue>> = BTreeMap::new();
         for (pid, t) in &self.tenants {
             for q in &t.queues {
@@ -488,7 +488,10 @@ impl<B: Backend> Daemon<'_, B> {
 
     /// The decisions to bring in line: those with queues to watch, and
     /// those that still watch or have members (whose level left).
-    fn decisions_to_sync(&self, watched: &BTreeMap<DecisionKey, Watched>) -> Vec<DecisionKey> {
+    fn decisions_to_sync(
+        &self,
+        watched: &BTreeMap<DecisionKey, WatchedQueues>,
+    ) -> Vec<DecisionKey> {
         watched
             .keys()
             .copied()
