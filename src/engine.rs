@@ -13,7 +13,7 @@
 //!   the PREEMPT and FREEZE calls in flight);
 //! * [`watches`]: an owner's watches of its targets' queues, made and made
 //!   again where the queues' indices are;
-//! * `kunit`: the engine's KUnit suite, over the model backend
+//! * `kunit`: the engine's KUnit suite, over the mock backend
 //!   (`crate::backend::mock`).
 
 pub(crate) mod batch;

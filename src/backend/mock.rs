@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A model backend for the engine's KUnit suite (`kfdp_engine`,
+//! A mock backend for the engine's KUnit suite (`kfdp_engine`,
 //! `src/engine/kunit.rs`).
 //!
 //! The model keeps, per process, one node and its queues with the two bits
@@ -55,7 +55,7 @@ pub(crate) struct World {
     pub(crate) fail_resumes: bool,
 }
 
-/// The model backend; clones share one world.
+/// The mock backend; clones share one world.
 #[derive(Clone)]
 pub(crate) struct Mock {
     pub(crate) world: Arc<Mutex<World>>,

@@ -25,7 +25,7 @@ use crate::{
 
 /// Two backends behind one `/dev/kfd_preempt`: amdkfd for KFD targets and,
 /// if the module has them, the simulated nodes for simulated targets. Generic
-/// so that the KUnit suite can put two model backends behind it.
+/// so that the KUnit suite can put two mock backends behind it.
 pub(crate) struct Mux<K, S> {
     pub(crate) kfd: K,
     pub(crate) sim: Option<S>,

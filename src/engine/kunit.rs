@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The engine's KUnit suite (`kfdp_engine`), over the model backend
+//! The engine's KUnit suite (`kfdp_engine`), over the mock backend
 //! [`crate::backend::mock`]: validation, duplicates, owners, leases,
 //! VALIDATE_ONLY, ALL_OR_NOTHING, freezes, close and statistics, without
 //! amdkfd.

@@ -17,7 +17,7 @@ const PRIORITY: u32 = 1;
 /// Poll interval.
 const POLL: Duration = Duration::from_millis(1);
 /// [`POLL`] in ms: the lag from a retirement to the next publication, for
-/// the model ([`crate::model`]).
+/// the model ([`crate::contention_replay`]).
 pub const POLL_MS: f64 = POLL.as_secs_f64() * 1000.0;
 
 /// Parameters of `kfdp-scenario be`.

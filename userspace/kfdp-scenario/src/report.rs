@@ -60,7 +60,7 @@ pub struct Inputs {
     /// Node time of one BE dispatch, ms.
     pub be_work_ms: f64,
     /// The contention model replayed on the no-daemon run's arrivals
-    /// ([`crate::model`]): its LC P99, ms.
+    /// ([`crate::contention_replay`]): its LC P99, ms.
     pub predicted_together_p99_ms: f64,
 }
 
@@ -277,9 +277,9 @@ pub fn inputs(
         daemon_be_throughput: daemon.1.throughput,
         lc_load: alone.0.load(),
         be_work_ms,
-        predicted_together_p99_ms: crate::model::predicted_p99_ms(
+        predicted_together_p99_ms: crate::contention_replay::predicted_p99_ms(
             together.0,
-            Some(crate::model::Be {
+            Some(crate::contention_replay::Be {
                 work_ms: be_work_ms,
                 lag_ms: crate::be::POLL_MS,
             }),
