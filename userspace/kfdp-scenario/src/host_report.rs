@@ -189,15 +189,47 @@ const IRQ_MODES: [(&str, &str); 4] = [
     ("daemon", "all under the daemon"),
 ];
 
-struct LcNode {
-    node: u32,
+/// An LC node's three runs and its node's log.
+struct LcRuns {
     alone: LcResult,
     together: LcResult,
     daemon: LcResult,
-    be_alone: BeResult,
-    be_daemon: BeResult,
     reactions_ms: Vec<f64>,
     dropped: u64,
+}
+
+/// What a node ran: a BE tenant alone and under the daemon, the queues
+/// its node preempted, and its LC tenant's runs if it had one.
+struct NodeRun {
+    node: u32,
+    be_alone: BeResult,
+    be_daemon: BeResult,
+    suspended: u64,
+    lc: Option<LcRuns>,
+}
+
+impl NodeRun {
+    /// BE's throughput under the daemon, of alone.
+    fn kept(&self) -> f64 {
+        if self.be_alone.throughput > 0.0 {
+            self.be_daemon.throughput / self.be_alone.throughput
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Everything a host scenario left in its directory.
+struct HostRun {
+    nodes: Vec<NodeRun>,
+    /// The daemon's statistics (`Null` if unreadable).
+    stats: Value,
+    /// The daemon's CPU use, percent of one CPU.
+    cpu: Option<f64>,
+    /// The VM's CPUs.
+    vm_cpus: Option<u32>,
+    /// Each mode's timer interrupts a second: mode, its name, rate.
+    irqs: Vec<(&'static str, &'static str, f64)>,
 }
 
 /// What the report found, and whether every criterion held.
@@ -312,23 +344,27 @@ fn learnt_hysteresis_us(stats: &Value, gpu_id: u32) -> Option<u64> {
         .find_map(|d| d.get("idle_hysteresis_us").and_then(Value::as_u64))
 }
 
-/// Judges the preemptions per request of a tenant with gaps between its
-/// dispatches (its runs alone, together and under the daemon, and BE's
-/// throughput kept): its report line and its criterion.
-fn judge_sequenced(
-    node: u32,
-    n: (&LcResult, &LcResult, &LcResult),
-    kept: f64,
-    suspended: u64,
-    stats: &Value,
-) -> (String, Criterion) {
-    let (alone, together, daemon) = n;
-    let ratio = daemon.p99_ms / alone.p99_ms.max(f64::MIN_POSITIVE);
+/// The preemptions a request of a tenant with gaps between its
+/// dispatches cost under the daemon (the node's preempted count over its
+/// requests), and that per dispatch of a request.
+fn preemptions_per_request(daemon: &LcResult, suspended: u64) -> (f64, f64) {
     let per_request = suspended as f64 / (daemon.requests.max(1) as f64);
-    let of_dispatches = per_request / f64::from(daemon.chain.max(1));
+    (per_request, per_request / f64::from(daemon.chain.max(1)))
+}
+
+/// The report line of a tenant with gaps between its dispatches.
+fn sequenced_line(node: u32, lc: &LcRuns, kept: f64, suspended: u64, stats: &Value) -> String {
+    let LcRuns {
+        alone,
+        together,
+        daemon,
+        ..
+    } = lc;
+    let ratio = daemon.p99_ms / alone.p99_ms.max(f64::MIN_POSITIVE);
+    let (per_request, _) = preemptions_per_request(daemon, suspended);
     let learnt = learnt_hysteresis_us(stats, daemon.gpu_id)
         .map_or("unknown".to_string(), |us| format!("{us} us"));
-    let line = format!(
+    format!(
         "requests with {:.1} ms gaps on node {node}: {} requests of {} dispatches, {suspended} preemptions ({per_request:.2} a request); the hysteresis learnt: {learnt}; LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3})",
         daemon.gap_ms,
         daemon.requests,
@@ -337,8 +373,15 @@ fn judge_sequenced(
         together.p99_ms,
         daemon.p99_ms,
         alone.load()
-    );
-    let check = Criterion::new(
+    )
+}
+
+/// Judges a tenant with gaps between its dispatches by the preemptions
+/// each request cost: a hysteresis that learnt the gaps preempts about
+/// once a request, a fixed one about once a dispatch.
+fn judge_sequenced(node: u32, daemon: &LcResult, suspended: u64) -> Criterion {
+    let (per_request, of_dispatches) = preemptions_per_request(daemon, suspended);
+    Criterion::new(
         format!("node{node}-hysteresis-covers-gaps"),
         format!(
             "node {node}: {per_request:.2} preemptions a request of {} dispatches with {:.1} ms gaps <= {SEQ_PREEMPTIONS_MAX} a dispatch",
@@ -347,140 +390,205 @@ fn judge_sequenced(
         of_dispatches,
         None,
         Some(SEQ_PREEMPTIONS_MAX),
-    );
-    (line, check)
+    )
 }
 
-/// Reads the runs and judges them.
-pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
+/// Judges a node without LC work: the daemon leaves its BE alone.
+fn judge_be_only(n: &NodeRun) -> [Criterion; 2] {
+    let (node, kept, suspended) = (n.node, n.kept(), n.suspended);
+    [
+        Criterion::new(
+            format!("node{node}-be-untouched"),
+            format!(
+                "node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone \
+                 (node idle between its dispatches: {:.0} ms alone, {:.0} ms under the daemon)",
+                n.be_alone.idle_between_ms, n.be_daemon.idle_between_ms
+            ),
+            kept,
+            Some(BE_UNTOUCHED_MIN),
+            None,
+        ),
+        Criterion::new(
+            format!("node{node}-no-preemption"),
+            format!("node {node} (no LC): {suspended} queues preempted, none allowed"),
+            suspended as f64,
+            None,
+            Some(0.0),
+        ),
+    ]
+}
+
+/// Reads the runs of every node, the daemon's statistics and the VM's
+/// counts from the scenario's directory.
+fn read_run(a: &HostArgs) -> Result<HostRun> {
     let file = |name: String| a.dir.join(name);
-    let mut criteria: Vec<Criterion> = Vec::new();
-    let mut checks: Vec<Criterion> = Vec::new();
-    let mut text = String::new();
-    let stats: Value = fs::read_to_string(&a.stats)
+    let mut nodes = Vec::new();
+    for node in 0..a.nodes {
+        let has_lc = a.lc_nodes.contains(&node)
+            || a.short_nodes.contains(&node)
+            || a.seq_nodes.contains(&node);
+        let be_alone = read_be(&file(format!("be_alone_n{node}.json")))?;
+        let be_daemon = read_be(&file(format!("be_daemon_n{node}.json")))?;
+        let suspended = read_u64(&file(format!("suspended_n{node}")))?;
+        let lc = if has_lc {
+            let log = fs::read_to_string(file(format!("preempt_log_n{node}")))?;
+            let (dropped, records) = parse_log(&log)?;
+            Some(LcRuns {
+                alone: read_lc(&file(format!("lc_alone_n{node}.json")))?,
+                together: read_lc(&file(format!("lc_together_n{node}.json")))?,
+                daemon: read_lc(&file(format!("lc_daemon_n{node}.json")))?,
+                reactions_ms: reactions_ms(&records),
+                dropped,
+            })
+        } else {
+            None
+        };
+        nodes.push(NodeRun {
+            node,
+            be_alone,
+            be_daemon,
+            suspended,
+            lc,
+        });
+    }
+    let stats = fs::read_to_string(&a.stats)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
-    // Every node with an LC tenant, and whether it is left out of the
-    // judged nodes' reaction figures (the short and gapped tenants').
-    let mut lc_nodes = Vec::new();
-    let mut seq_lines: Vec<String> = Vec::new();
+    let cpu = fs::read_to_string(file("daemon_cpu".into()))
+        .ok()
+        .and_then(|t| cpu_percent(&t));
+    // How many CPUs the tenants and the daemon shared (tests/vm/run
+    // --cpus): on one, the daemon's CPU delays the tenants' submissions.
+    let vm_cpus = fs::read_to_string(file("cpus".to_string()))
+        .ok()
+        .and_then(|t| t.trim().parse().ok());
+    // Each mode's timer interrupts: the daemon's ARM samplers tick in
+    // them, and in the VM each costs tens of microseconds of its CPU.
+    let irqs = IRQ_MODES
+        .iter()
+        .filter_map(|(mode, name)| {
+            let t = fs::read_to_string(file(format!("timer_irqs_{mode}"))).ok()?;
+            Some((*mode, *name, irq_rate(&t)?))
+        })
+        .collect();
+    Ok(HostRun {
+        nodes,
+        stats,
+        cpu,
+        vm_cpus,
+        irqs,
+    })
+}
+
+/// The reactions on the node's own clock over the judged LC nodes (the
+/// short and gapped tenants' nodes left out).
+fn judged_reactions(a: &HostArgs, run: &HostRun) -> Vec<f64> {
+    run.nodes
+        .iter()
+        .filter(|n| a.lc_nodes.contains(&n.node))
+        .filter_map(|n| n.lc.as_ref())
+        .flat_map(|lc| lc.reactions_ms.iter().copied())
+        .collect()
+}
+
+/// The criteria (`make scenario`'s) and the checks (`make check`'s), in
+/// node order, then the reactions' check.
+fn judge(a: &HostArgs, run: &HostRun) -> (Vec<Criterion>, Vec<Criterion>) {
+    let mut criteria = Vec::new();
+    let mut checks = Vec::new();
+    for n in &run.nodes {
+        match &n.lc {
+            Some(lc) => {
+                if a.lc_nodes.contains(&n.node) {
+                    judge_lc_node(
+                        n.node,
+                        (&lc.alone, &lc.together, &lc.daemon),
+                        n.kept(),
+                        &mut criteria,
+                        &mut checks,
+                    );
+                }
+                if a.seq_nodes.contains(&n.node) {
+                    criteria.push(judge_sequenced(n.node, &lc.daemon, n.suspended));
+                }
+            }
+            None => {
+                criteria.extend(judge_be_only(n));
+                checks.extend(judge_be_only(n));
+            }
+        }
+    }
+    let reactions = judged_reactions(a, run).len();
+    checks.push(Criterion::new(
+        "reactions-recorded",
+        format!(
+            "the LC nodes' preemptions answered {reactions} doorbells (the node's log shows the daemon reacting)"
+        ),
+        reactions as f64,
+        Some(1.0),
+        None,
+    ));
+    (criteria, checks)
+}
+
+/// A short-request tenant's figures: its P99 ratio, BE's throughput kept,
+/// and its node's reaction P50 and P99.
+fn short_figures(n: &NodeRun, lc: &LcRuns) -> (f64, f64, f64, f64) {
+    let (p50, p99, _) = tail(&lc.reactions_ms);
+    let ratio = lc.daemon.p99_ms / lc.alone.p99_ms.max(f64::MIN_POSITIVE);
+    let kept = n.be_daemon.throughput / n.be_alone.throughput.max(f64::MIN_POSITIVE);
+    (ratio, kept, p50, p99)
+}
+
+/// The report's text: a row per node, the reaction and where it went,
+/// the short and gapped tenants, the daemon's CPU and the VM's
+/// interrupts, then the criteria and the checks.
+fn report_text(
+    a: &HostArgs,
+    run: &HostRun,
+    criteria: &[Criterion],
+    checks: &[Criterion],
+) -> String {
+    let mut text = String::new();
     let _ = writeln!(
         text,
         "node  role            LC P99 alone  LC P99 daemon  ratio   BE alone  BE daemon  kept   preempted"
     );
-    for node in 0..a.nodes {
-        let be_alone = read_be(&file(format!("be_alone_n{node}.json")))?;
-        let be_daemon = read_be(&file(format!("be_daemon_n{node}.json")))?;
-        let suspended = read_u64(&file(format!("suspended_n{node}")))?;
-        let kept = if be_alone.throughput > 0.0 {
-            be_daemon.throughput / be_alone.throughput
-        } else {
-            0.0
-        };
-        let is_lc = a.lc_nodes.contains(&node);
-        let is_short = a.short_nodes.contains(&node);
-        let is_seq = a.seq_nodes.contains(&node);
-        if is_lc || is_short || is_seq {
-            let alone = read_lc(&file(format!("lc_alone_n{node}.json")))?;
-            let together = read_lc(&file(format!("lc_together_n{node}.json")))?;
-            let daemon = read_lc(&file(format!("lc_daemon_n{node}.json")))?;
-            let log = fs::read_to_string(file(format!("preempt_log_n{node}")))?;
-            let (dropped, records) = parse_log(&log)?;
-            let ratio = if alone.p99_ms > 0.0 {
-                daemon.p99_ms / alone.p99_ms
-            } else {
-                f64::INFINITY
-            };
-            let role = if is_short {
-                "LC short"
-            } else if is_seq {
-                "LC seq"
-            } else {
-                "LC"
-            };
-            let _ = writeln!(
-                text,
-                "{node:>4}  {role:<14} {:>12.2}  {:>13.2}  {ratio:>5.2}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
-                alone.p99_ms, daemon.p99_ms, be_alone.throughput, be_daemon.throughput
-            );
-            if is_lc {
-                judge_lc_node(
-                    node,
-                    (&alone, &together, &daemon),
-                    kept,
-                    &mut criteria,
-                    &mut checks,
+    for n in &run.nodes {
+        let (node, kept, suspended) = (n.node, n.kept(), n.suspended);
+        let (be_alone, be_daemon) = (n.be_alone.throughput, n.be_daemon.throughput);
+        match &n.lc {
+            Some(lc) => {
+                let ratio = if lc.alone.p99_ms > 0.0 {
+                    lc.daemon.p99_ms / lc.alone.p99_ms
+                } else {
+                    f64::INFINITY
+                };
+                let role = if a.short_nodes.contains(&node) {
+                    "LC short"
+                } else if a.seq_nodes.contains(&node) {
+                    "LC seq"
+                } else {
+                    "LC"
+                };
+                let _ = writeln!(
+                    text,
+                    "{node:>4}  {role:<14} {:>12.2}  {:>13.2}  {ratio:>5.2}  {be_alone:>9.3}  {be_daemon:>9.3}  {kept:>5.3}  {suspended:>9}",
+                    lc.alone.p99_ms, lc.daemon.p99_ms
                 );
             }
-            if is_seq {
-                let (line, check) =
-                    judge_sequenced(node, (&alone, &together, &daemon), kept, suspended, &stats);
-                seq_lines.push(line);
-                criteria.push(check);
-            }
-            lc_nodes.push((
-                !is_lc,
-                LcNode {
-                    node,
-                    reactions_ms: reactions_ms(&records),
-                    alone,
-                    together,
-                    daemon,
-                    be_alone,
-                    be_daemon,
-                    dropped,
-                },
-            ));
-        } else {
-            let _ = writeln!(
-                text,
-                "{node:>4}  {:<14} {:>12}  {:>13}  {:>5}  {:>9.3}  {:>9.3}  {kept:>5.3}  {suspended:>9}",
-                "BE only", "-", "-", "-", be_alone.throughput, be_daemon.throughput
-            );
-            for list in [&mut criteria, &mut checks] {
-                list.push(Criterion::new(
-                    format!("node{node}-be-untouched"),
-                    format!(
-                        "node {node} (no LC): BE keeps {kept:.3} >= {BE_UNTOUCHED_MIN} of alone \
-                         (node idle between its dispatches: {:.0} ms alone, {:.0} ms under the daemon)",
-                        be_alone.idle_between_ms, be_daemon.idle_between_ms
-                    ),
-                    kept,
-                    Some(BE_UNTOUCHED_MIN),
-                    None,
-                ));
-                list.push(Criterion::new(
-                    format!("node{node}-no-preemption"),
-                    format!("node {node} (no LC): {suspended} queues preempted, none allowed"),
-                    suspended as f64,
-                    None,
-                    Some(0.0),
-                ));
+            None => {
+                let _ = writeln!(
+                    text,
+                    "{node:>4}  {:<14} {:>12}  {:>13}  {:>5}  {be_alone:>9.3}  {be_daemon:>9.3}  {kept:>5.3}  {suspended:>9}",
+                    "BE only", "-", "-", "-"
+                );
             }
         }
     }
-    // The reaction, on the node's own clock, over the judged LC nodes.
-    let reactions: Vec<f64> = lc_nodes
-        .iter()
-        .filter(|(unjudged, _)| !unjudged)
-        .flat_map(|(_, n)| n.reactions_ms.iter().copied())
-        .collect();
+    let reactions = judged_reactions(a, run);
     let (p50, p99, _) = tail(&reactions);
-    checks.push(Criterion::new(
-        "reactions-recorded",
-        format!(
-            "the LC nodes' preemptions answered {} doorbells (the node's log shows the daemon reacting)",
-            reactions.len()
-        ),
-        reactions.len() as f64,
-        Some(1.0),
-        None,
-    ));
-    let phases = stats.get("reaction_phases").cloned().unwrap_or(Value::Null);
-    let cpu = fs::read_to_string(file("daemon_cpu".into()))
-        .ok()
-        .and_then(|t| cpu_percent(&t));
     let _ = writeln!(
         text,
         "\nreaction (LC doorbell to BE unmapped, the simulated node's clock): {} preemptions, p50 {:.3} ms, p99 {:.3} ms",
@@ -488,6 +596,11 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
         p50,
         p99
     );
+    let phases = run
+        .stats
+        .get("reaction_phases")
+        .cloned()
+        .unwrap_or(Value::Null);
     let phase = |k: &str| phases.get(k).and_then(Value::as_f64).unwrap_or(0.0);
     let _ = writeln!(
         text,
@@ -509,53 +622,46 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             phase("node_max_us"),
         );
     }
-    for (_, n) in lc_nodes.iter().filter(|(unjudged, _)| !unjudged) {
+    let with_lc = |nodes: &'_ [u32]| {
+        run.nodes
+            .iter()
+            .filter(|n| nodes.contains(&n.node))
+            .filter_map(|n| n.lc.as_ref().map(|lc| (n, lc)))
+            .collect::<Vec<_>>()
+    };
+    for (n, lc) in with_lc(&a.lc_nodes) {
         let _ = writeln!(
             text,
             "{}",
-            start_breakdown(n.node, &n.alone, &n.together, &n.daemon)
+            start_breakdown(n.node, &lc.alone, &lc.together, &lc.daemon)
         );
     }
-    let mut short = Vec::new();
-    for (_, n) in lc_nodes
-        .iter()
-        .filter(|(_, n)| a.short_nodes.contains(&n.node))
-    {
-        let (sp50, sp99, _) = tail(&n.reactions_ms);
-        let ratio = n.daemon.p99_ms / n.alone.p99_ms.max(f64::MIN_POSITIVE);
-        let kept = n.be_daemon.throughput / n.be_alone.throughput.max(f64::MIN_POSITIVE);
+    for (n, lc) in with_lc(&a.short_nodes) {
+        let (ratio, kept, sp50, sp99) = short_figures(n, lc);
         let _ = writeln!(
             text,
             "short requests on node {}: LC P99 {:.2} ms alone, {:.2} ms without a daemon, {:.2} ms under it ({ratio:.2} x alone); BE keeps {kept:.3} (LC load {:.3}); reaction p50 {sp50:.3} ms, p99 {sp99:.3} ms",
             n.node,
-            n.alone.p99_ms,
-            n.together.p99_ms,
-            n.daemon.p99_ms,
-            n.alone.load()
+            lc.alone.p99_ms,
+            lc.together.p99_ms,
+            lc.daemon.p99_ms,
+            lc.alone.load()
         );
         let _ = writeln!(
             text,
             "{}",
-            start_breakdown(n.node, &n.alone, &n.together, &n.daemon)
+            start_breakdown(n.node, &lc.alone, &lc.together, &lc.daemon)
         );
-        short.push(json!({
-            "node": n.node, "lc_p99_alone_ms": n.alone.p99_ms,
-            "lc_p99_together_ms": n.together.p99_ms,
-            "lc_p99_daemon_ms": n.daemon.p99_ms, "p99_ratio": ratio,
-            "be_kept": kept, "lc_load": n.alone.load(),
-            "reaction_p50_ms": sp50, "reaction_p99_ms": sp99,
-        }));
     }
-    for line in &seq_lines {
-        let _ = writeln!(text, "{line}");
+    for (n, lc) in with_lc(&a.seq_nodes) {
+        let _ = writeln!(
+            text,
+            "{}",
+            sequenced_line(n.node, lc, n.kept(), n.suspended, &run.stats)
+        );
     }
-    // How many CPUs the tenants and the daemon shared (tests/vm/run
-    // --cpus): on one, the daemon's CPU delays the tenants' submissions.
-    let vm_cpus: Option<u32> = fs::read_to_string(file("cpus".to_string()))
-        .ok()
-        .and_then(|t| t.trim().parse().ok());
-    if let Some(c) = cpu {
-        let cpus = match vm_cpus {
+    if let Some(c) = run.cpu {
+        let cpus = match run.vm_cpus {
             Some(1) => ", on a VM of 1 CPU".to_string(),
             Some(n) => format!(", on a VM of {n} CPUs"),
             None => String::new(),
@@ -566,17 +672,9 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             a.nodes
         );
     }
-    // Each mode's timer interrupts: the daemon's ARM samplers tick in
-    // them, and in the VM each costs tens of microseconds of its CPU.
-    let irqs: Vec<(&str, &str, f64)> = IRQ_MODES
-        .iter()
-        .filter_map(|(mode, name)| {
-            let t = fs::read_to_string(file(format!("timer_irqs_{mode}"))).ok()?;
-            Some((*mode, *name, irq_rate(&t)?))
-        })
-        .collect();
-    if !irqs.is_empty() {
-        let list: Vec<String> = irqs
+    if !run.irqs.is_empty() {
+        let list: Vec<String> = run
+            .irqs
             .iter()
             .map(|(_, name, r)| format!("{name} {r:.0}"))
             .collect();
@@ -586,11 +684,12 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             list.join(", ")
         );
     }
-    let irq_json: serde_json::Map<String, Value> = irqs
+    let dropped: u64 = run
+        .nodes
         .iter()
-        .map(|(mode, _, r)| ((*mode).to_string(), json!(r)))
-        .collect();
-    let dropped: u64 = lc_nodes.iter().map(|(_, n)| n.dropped).sum();
+        .filter_map(|n| n.lc.as_ref())
+        .map(|lc| lc.dropped)
+        .sum();
     if dropped > 0 {
         let _ = writeln!(
             text,
@@ -610,29 +709,219 @@ pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
             );
         }
     };
-    list("criteria (make scenario judges these):", &criteria);
+    list("criteria (make scenario judges these):", criteria);
     list(
         "checks (make check judges these; node time, the node's counts, ratios of this run's own numbers):",
-        &checks,
+        checks,
     );
-    let pass = criteria.iter().all(|c| c.pass);
-    let json = json!({
+    text
+}
+
+/// The report's JSON.
+fn report_json(a: &HostArgs, run: &HostRun, criteria: &[Criterion], checks: &[Criterion]) -> Value {
+    let reactions = judged_reactions(a, run);
+    let (p50, p99, _) = tail(&reactions);
+    let phases = run
+        .stats
+        .get("reaction_phases")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let short: Vec<Value> = run
+        .nodes
+        .iter()
+        .filter(|n| a.short_nodes.contains(&n.node))
+        .filter_map(|n| n.lc.as_ref().map(|lc| (n, lc)))
+        .map(|(n, lc)| {
+            let (ratio, kept, sp50, sp99) = short_figures(n, lc);
+            json!({
+                "node": n.node, "lc_p99_alone_ms": lc.alone.p99_ms,
+                "lc_p99_together_ms": lc.together.p99_ms,
+                "lc_p99_daemon_ms": lc.daemon.p99_ms, "p99_ratio": ratio,
+                "be_kept": kept, "lc_load": lc.alone.load(),
+                "reaction_p50_ms": sp50, "reaction_p99_ms": sp99,
+            })
+        })
+        .collect();
+    let irq_json: serde_json::Map<String, Value> = run
+        .irqs
+        .iter()
+        .map(|(mode, _, r)| ((*mode).to_string(), json!(r)))
+        .collect();
+    json!({
         "nodes": a.nodes,
         "criteria": criteria,
-        "pass": pass,
+        "pass": criteria.iter().all(|c| c.pass),
         "checks": checks,
         "reaction": {"count": reactions.len(), "p50_ms": p50, "p99_ms": p99, "phases": phases},
         "short": short,
-        "daemon_cpu_percent": cpu,
-        "vm_cpus": vm_cpus,
+        "daemon_cpu_percent": run.cpu,
+        "vm_cpus": run.vm_cpus,
         "timer_irqs_per_s": irq_json,
-    });
-    Ok(HostReport { text, json, pass })
+    })
+}
+
+/// Reads the runs, judges them and writes the report.
+pub fn evaluate(a: &HostArgs) -> Result<HostReport> {
+    let run = read_run(a)?;
+    let (criteria, checks) = judge(a, &run);
+    Ok(HostReport {
+        text: report_text(a, &run, &criteria, &checks),
+        json: report_json(a, &run, &criteria, &checks),
+        pass: criteria.iter().all(|c| c.pass),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lc_run(p50: f64, p99: f64, requests: u64, chain: u32) -> Value {
+        json!({
+            "role": "lc", "requests": requests, "latencies_ms": [], "p50_ms": p50,
+            "p99_ms": p99, "p999_ms": p99, "work_ms_per_request": 30.0,
+            "duration_s": 10.0, "rate": 10.0, "chain": chain, "gap_ms": 2.0,
+            "submit_delay_ms": [0.1, 0.2], "doorbell_ms": [0.01], "node_wait_ms": [1.0, 3.0]
+        })
+    }
+
+    fn be_run(throughput: f64) -> Value {
+        json!({
+            "role": "be", "dispatches_completed": 40, "work_done_ms": 1000.0 * throughput,
+            "duration_s": 10.0, "throughput": throughput, "idle_between_ms": 2.0
+        })
+    }
+
+    /// A whole run on disk, as tests/vm/host_scenario.sh leaves it: node 0
+    /// an LC node, node 1 short requests, node 2 requests with gaps, node
+    /// 3 BE alone, whose queues were preempted `node3_preempted` times.
+    fn write_run(dir: &Path, node3_preempted: u64) -> HostArgs {
+        let put = |name: &str, text: String| fs::write(dir.join(name), text).unwrap();
+        for n in 0..4 {
+            put(&format!("be_alone_n{n}.json"), be_run(1.0).to_string());
+            let kept = if n == 3 { 0.99 } else { 0.65 };
+            put(&format!("be_daemon_n{n}.json"), be_run(kept).to_string());
+            let suspended = [40, 20, 30, node3_preempted][n as usize];
+            put(&format!("suspended_n{n}"), format!("{suspended}\n"));
+        }
+        for n in 0..3 {
+            let chain = if n == 2 { 3 } else { 1 };
+            put(
+                &format!("lc_alone_n{n}.json"),
+                lc_run(20.0, 40.0, 100, chain).to_string(),
+            );
+            put(
+                &format!("lc_together_n{n}.json"),
+                lc_run(200.0, 400.0, 100, chain).to_string(),
+            );
+            put(
+                &format!("lc_daemon_n{n}.json"),
+                lc_run(25.0, 42.0, 100, chain).to_string(),
+            );
+            // One unmap that answered a doorbell 1 ms before it, one that
+            // answered none.
+            put(
+                &format!("preempt_log_n{n}"),
+                "# dropped 0\n2000000 1 1000000\n3000000 1 0\n".into(),
+            );
+        }
+        put(
+            "stats.json",
+            json!({
+                "reaction_phases": {"count": 1, "sample_us": 10.0, "decision_us": 20.0,
+                                    "ioctl_us": 30.0, "node_us": 40.0},
+                "decisions": [{"gpu_id": 0, "idle_hysteresis_us": 1000}],
+            })
+            .to_string(),
+        );
+        put("daemon_cpu", "0 500 100 0 10\n".into());
+        put("timer_irqs_daemon", "0 1000 0 10\n".into());
+        put("cpus", "1\n".into());
+        HostArgs {
+            dir: dir.to_path_buf(),
+            nodes: 4,
+            lc_nodes: vec![0],
+            short_nodes: vec![1],
+            seq_nodes: vec![2],
+            stats: dir.join("stats.json"),
+        }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("kfdp-host-report-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_whole_run_is_read_judged_and_reported() {
+        let dir = scratch("good");
+        let r = evaluate(&write_run(&dir, 0)).unwrap();
+        let names = |key: &str| -> Vec<String> {
+            r.json[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| format!("{} {}", c["name"].as_str().unwrap(), c["pass"]))
+                .collect()
+        };
+        assert_eq!(
+            names("criteria"),
+            [
+                "node0-lc-p99 true",
+                "node0-be-kept true",
+                "node2-hysteresis-covers-gaps true",
+                "node3-be-untouched true",
+                "node3-no-preemption true",
+            ]
+        );
+        assert_eq!(
+            names("checks"),
+            [
+                "node0-protects-lc true",
+                "node0-keeps-be true",
+                "node3-be-untouched true",
+                "node3-no-preemption true",
+                "reactions-recorded true",
+            ]
+        );
+        assert!(r.pass);
+        // The reactions of the judged LC node only: one, 1 ms.
+        assert_eq!(r.json["reaction"]["count"], 1);
+        assert_eq!(r.json["reaction"]["p99_ms"], 1.0);
+        assert_eq!(r.json["short"][0]["node"], 1);
+        assert_eq!(r.json["daemon_cpu_percent"], 50.0);
+        assert_eq!(r.json["vm_cpus"], 1);
+        assert_eq!(r.json["timer_irqs_per_s"]["daemon"], 100.0);
+        for line in [
+            "   0  LC",
+            "   3  BE only",
+            "1 preemptions, p50 1.000 ms, p99 1.000 ms",
+            "SAMPLE 10.0 us, decision 20.0 us, ioctl 30.0 us, node 40.0 us (1 reactions)",
+            "short requests on node 1: LC P99 40.00 ms alone",
+            "the hysteresis learnt: 1000 us",
+            "kfd-preemptd CPU use over the run: 50.00 % of one CPU (4 nodes, on a VM of 1 CPU)",
+            "the VM's local timer interrupts a second: all under the daemon 100",
+            "PASS node0-lc-p99",
+        ] {
+            assert!(r.text.contains(line), "{line:?} not in:\n{}", r.text);
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_node_without_lc_whose_be_was_preempted_fails_the_run() {
+        let dir = scratch("preempted");
+        let r = evaluate(&write_run(&dir, 2)).unwrap();
+        assert!(!r.pass);
+        assert!(
+            r.text.contains("FAIL node3-no-preemption: 2.000"),
+            "{}",
+            r.text
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_node_log_parses_and_reactions_need_a_doorbell() {
@@ -664,8 +953,15 @@ mod tests {
         let stats = json!({"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
             {"gpu_id": 20738, "idle_hysteresis_us": 3750}]});
         // One preemption a request, and a few more: the gaps are covered.
-        let runs = (&daemon, &daemon, &daemon);
-        let (line, c) = judge_sequenced(3, runs, 0.5, 120, &stats);
+        let runs = LcRuns {
+            alone: daemon.clone(),
+            together: daemon.clone(),
+            daemon: daemon.clone(),
+            reactions_ms: Vec::new(),
+            dropped: 0,
+        };
+        let c = judge_sequenced(3, &daemon, 120);
+        let line = sequenced_line(3, &runs, 0.5, 120, &stats);
         assert!(c.pass, "{}", c.rule);
         assert!((c.value - 0.4).abs() < 1e-9, "{}", c.value);
         assert!(
@@ -673,10 +969,10 @@ mod tests {
             "{line}"
         );
         // One a dispatch: BE was resumed inside every request.
-        let (_, c) = judge_sequenced(3, runs, 0.5, 290, &stats);
+        let c = judge_sequenced(3, &daemon, 290);
         assert!(!c.pass, "{}", c.rule);
         // Statistics that could not be read.
-        let (line, _) = judge_sequenced(3, runs, 0.5, 100, &Value::Null);
+        let line = sequenced_line(3, &runs, 0.5, 100, &Value::Null);
         assert!(line.contains("learnt: unknown"), "{line}");
     }
 
