@@ -147,7 +147,8 @@ type Field<T> = (&'static str, &'static str, fn(&T) -> String);
 ///   `stats_written_timestamp_seconds`;
 /// * per decision, labels `gpu_id` and `level`: the gauges `mode` (one
 ///   series per mode, with a `mode` label, 1 for the current one), `held`,
-///   `watched_queues`, `lower_queues`, `lower_run_in_window_seconds`; the
+///   `watched_queues`, `lower_queues`, `lower_run_in_window_seconds`,
+///   `idle_hysteresis_seconds`; the
 ///   counters `preemptions_total`, `preempt_failures_total`,
 ///   `resumes_total`, `forced_resumes_total`, `lease_renewals_total`,
 ///   `held_seconds_total`; the histogram `reaction_seconds`;

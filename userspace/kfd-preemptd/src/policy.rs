@@ -1,13 +1,16 @@
 //! The decision core: a pure state machine with no I/O and no clock of its
-//! own. The daemon feeds it [`Event`]s stamped with `CLOCK_MONOTONIC` time
-//! and carries out the [`Action`]s it returns; tests drive it with a fake
-//! clock.
+//! own. The daemon keeps one [`Policy`] per decision (one level on one
+//! node against the lower levels there, `crate::daemon::decision`), feeds
+//! it [`Event`]s stamped with `CLOCK_MONOTONIC` time and carries out the
+//! [`Action`]s it returns; tests drive it with a fake clock. In this
+//! module "LC" is the decision's level ([`Role::Watched`]) and "BE" the
+//! lower levels ([`Role::Lower`]).
 //!
 //! The rules:
 //!
-//! * The latency-critical (LC) queues of every LC tenant are one watched
-//!   set: the module's ARM conditions cover all watched queues of the
-//!   daemon's file, so LC is busy when any of them is, idle when all are.
+//! * The LC queues of every tenant of the level on the node are one
+//!   watched set: the ARM conditions of the decision's own file cover all
+//!   of them, so LC is busy when any of them is, idle when all are.
 //! * While LC is idle the module is armed `ANY_BUSY`. On [`Event::LcBusy`]
 //!   every best-effort (BE) queue is preempted in one batch (with a lease)
 //!   and the module is armed `ALL_IDLE` for the idle hysteresis; BE is
