@@ -3,7 +3,7 @@
 //! A mock backend for the engine's KUnit suite (`kfdp_engine`,
 //! `src/engine/kunit.rs`).
 //!
-//! The model keeps, per process, one node and its queues with the two bits
+//! The mock keeps, per process, one node and its queues with the two bits
 //! that matter (suspended by a mark, active in the runlist) and counts one
 //! runlist update per node whose active set changed, as HWS does. It lets the
 //! suite check the engine (validation, duplicates, owners, leases,

@@ -467,7 +467,7 @@ mod tests {
     }
 
     /// A batch over both backends of the mux (amdkfd and simulated nodes in
-    /// the module; two models here) where the second part cannot be
+    /// the module; two mocks here) where the second part cannot be
     /// allocated: nothing may change on either side. Before the mux built
     /// both parts first, the first was applied and then reported ENOMEM,
     /// and its queues stayed preempted without a mark.

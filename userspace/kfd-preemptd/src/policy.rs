@@ -12,7 +12,7 @@
 //!   watched set: the ARM conditions of the decision's own file cover all
 //!   of them, so LC is busy when any of them is, idle when all are.
 //! * While LC is idle the module is armed `ANY_BUSY`. On [`Event::LcBusy`]
-//!   every best-effort (BE) queue is preempted in one batch (with a lease)
+//!   every BE queue is preempted in one batch (with a lease)
 //!   and the module is armed `ALL_IDLE` for the idle hysteresis; BE is
 //!   resumed only on [`Event::LcIdle`], so short gaps in LC work are the
 //!   kernel's to filter, not ours.

@@ -431,12 +431,15 @@ fn read_run(a: &HostArgs) -> Result<HostRun> {
         let be_daemon = read_be(&file(format!("be_daemon_n{node}.json")))?;
         let suspended = read_u64(&file(format!("suspended_n{node}")))?;
         let lc = if has_lc {
+            let alone = read_lc(&file(format!("lc_alone_n{node}.json")))?;
+            let together = read_lc(&file(format!("lc_together_n{node}.json")))?;
+            let daemon = read_lc(&file(format!("lc_daemon_n{node}.json")))?;
             let log = fs::read_to_string(file(format!("preempt_log_n{node}")))?;
             let (dropped, records) = parse_log(&log)?;
             Some(LcRuns {
-                alone: read_lc(&file(format!("lc_alone_n{node}.json")))?,
-                together: read_lc(&file(format!("lc_together_n{node}.json")))?,
-                daemon: read_lc(&file(format!("lc_daemon_n{node}.json")))?,
+                alone,
+                together,
+                daemon,
                 reactions_ms: reactions_ms(&records),
                 dropped,
             })
@@ -887,6 +890,16 @@ mod tests {
             ]
         );
         assert!(r.pass);
+        // Node 0's figures: P99 42 ms against 40 alone, BE kept 0.65 of
+        // alone, the median 25 ms of 200 without a daemon and 20 alone.
+        let value = |key: &str, i: usize| r.json[key][i]["value"].as_f64().unwrap();
+        assert!((value("criteria", 0) - 1.05).abs() < 1e-9);
+        assert!((value("criteria", 1) - 0.65).abs() < 1e-9);
+        assert!((value("checks", 0) - 175.0 / 180.0).abs() < 1e-9);
+        assert!(
+            (value("criteria", 2) - 0.1).abs() < 1e-9,
+            "30 preemptions, 100 requests of 3"
+        );
         // The reactions of the judged LC node only: one, 1 ms.
         assert_eq!(r.json["reaction"]["count"], 1);
         assert_eq!(r.json["reaction"]["p99_ms"], 1.0);
@@ -894,9 +907,18 @@ mod tests {
         assert_eq!(r.json["daemon_cpu_percent"], 50.0);
         assert_eq!(r.json["vm_cpus"], 1);
         assert_eq!(r.json["timer_irqs_per_s"]["daemon"], 100.0);
+        let row = |node: usize| r.text.lines().nth(1 + node).unwrap_or_default().to_string();
+        assert!(row(0).starts_with("   0  LC        "), "{}", row(0));
+        assert!(row(1).starts_with("   1  LC short  "), "{}", row(1));
+        assert!(row(2).starts_with("   2  LC seq    "), "{}", row(2));
+        assert!(row(3).starts_with("   3  BE only   "), "{}", row(3));
+        // The judged node's start breakdown comes before the short
+        // tenant's line, and the gapped tenant's after it.
+        let at = |needle: &str| r.text.find(needle).unwrap_or(usize::MAX);
+        assert!(at("  node 0, before") < at("short requests on node 1"));
+        assert!(at("short requests on node 1") < at("  node 1, before"));
+        assert!(at("  node 1, before") < at("requests with 2.0 ms gaps on node 2"));
         for line in [
-            "   0  LC",
-            "   3  BE only",
             "1 preemptions, p50 1.000 ms, p99 1.000 ms",
             "SAMPLE 10.0 us, decision 20.0 us, ioctl 30.0 us, node 40.0 us (1 reactions)",
             "short requests on node 1: LC P99 40.00 ms alone",
