@@ -27,14 +27,16 @@ UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
 # manual, :doc:`file`; then a comma or
 # colon, then the heading in straight or typographic quotes. Between the
 # two, a line break may carry a comment leader (//, //!, ///, *, #, ;).
+# A line break, and the next line's comment leader if it has one.
+BREAK = r"[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?[ \t]*"
 REFERENCE = re.compile(
     r"(?:(?P<file>(?:[A-Za-z0-9_-]+/)*[A-Za-z0-9_-]+\.rst)`?|:doc:`/?(?P<doc>[A-Za-z0-9_/-]+)`)[,:]?"
-    r"(?:[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?)?[ \t]*"
+    rf"(?:{BREAK})?[ \t]*"
     r"\\?[\"\u201c](?P<heading>[A-Za-z0-9`'][^\"\u201d\n]*"
-    r"(?:\n[ \t]*(?://[!/]?|\*|#)?[ \t]*[^\"\u201d\n]+)?)\\?[\"\u201d]"
+    rf"(?:{BREAK}[^\"\u201d\n]+)?)\\?[\"\u201d]"
 )
-# A line break inside a cited heading, with the next line's comment leader.
-WRAP = re.compile(r"[ \t]*\n[ \t]*(?://[!/]?|\*|#|;)?[ \t]*")
+# A line break inside a cited heading, read as a space.
+WRAP = re.compile(BREAK)
 
 SKIP_SUFFIXES = (".png", ".svg", ".gz", ".ko", ".o", ".bin")
 

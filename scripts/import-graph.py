@@ -6,8 +6,8 @@
 
 Without arguments, the module (src/, layers in Documentation/design.rst).
 Each file is a module (the crate root kfd_preempt_main.rs, lib.rs or
-main.rs, the first SRC_DIR has; a.rs and a/mod.rs the module a; #[path] attributes
-followed). Test code is left out: modules declared #[cfg(test)] or
+main.rs, the first SRC_DIR has; a.rs and a/mod.rs the module a; #[path]
+attributes followed). Test code is left out: modules declared #[cfg(test)] or
 #[kunit_tests(..)], inline or in their own file. A file imports another
 when it names an item through `crate::` or `super::` paths (in `use`
 declarations, grouped ones included, or inline) that resolves into the
@@ -20,8 +20,9 @@ The layers come from LAYERS_FILE: in an .rst file the literal block after
 the heading "Layers", in an .rs file the ```text block after the doc
 comment heading "# Layers". One layer a line from the top (lines indented
 further continue the one before), each line's leading names ending in
-".rs" (a file) or "/" (a directory: its files no longer name claims). Prints every file no layer names and every import of a file
-in a higher layer (an edge to the crate root counts as one to the bottom:
+".rs" (a file) or "/" (a directory: its files no longer name claims).
+Prints every file no layer names and every import of a file in a higher
+layer (an edge to the crate root counts as one to the bottom:
 other files use only its glue bindings and parameters; a file and its own
 child are exempt, as for cycles). Exits 1 if there is a cycle, an upward
 import or a file without a layer. With --cycles-only, cycles alone are
@@ -114,15 +115,18 @@ def crate_root(src):
 
 
 def module_tree(src):
-    """{module path tuple: file}, following mod declarations from the root,
-    test modules left out."""
+    """({module path tuple: file}, {file: its code}), following mod
+    declarations from the root, test modules left out; the code is what
+    strip_comments and strip_tests leave of the file."""
     mods = {(): crate_root(src)}
+    code = {}
     todo = [()]
     while todo:
         m = todo.pop()
         f = mods[m]
         raw = open(f, encoding="utf-8").read()
         text, tests = strip_tests(strip_comments(raw))
+        code[f] = text
         base = os.path.dirname(f)
         own = os.path.splitext(os.path.basename(f))[0]
         child_dir = base if m == () or own == "mod" else os.path.join(base, own)
@@ -139,7 +143,7 @@ def module_tree(src):
                     mods[m + (name,)] = os.path.normpath(c)
                     todo.append(m + (name,))
                     break
-    return mods
+    return mods, code
 
 
 def expand_use(tree):
@@ -186,12 +190,11 @@ def references(text, here):
 
 
 def graph(src):
-    mods = module_tree(src)
+    mods, code = module_tree(src)
     edges = {}
     for m, f in mods.items():
-        text, _ = strip_tests(strip_comments(open(f, encoding="utf-8").read()))
         targets = set()
-        for r in references(text, m):
+        for r in references(code[f], m):
             best = max((k for k in mods if r[:len(k)] == k), key=len, default=None)
             if best is not None and mods[best] != f:
                 targets.add(mods[best])
@@ -321,9 +324,9 @@ def upward(mods, edges, layers, src):
     unlayered = sorted(rel(f) for f in edges if f != root and layer_of(layers, rel(f)) is None)
     bad = []
     for a, bs in sorted(edges.items()):
-        if a == root or layer_of(layers, rel(a)) is None:
-            continue
         la = layer_of(layers, rel(a))
+        if a == root or la is None:
+            continue
         for b in sorted(bs):
             if parent_child(mods, a, b):
                 continue

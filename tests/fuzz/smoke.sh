@@ -17,16 +17,20 @@ mkdir -p "$KFDP_ROOT/out"
 # would be 101 too: its progress line already counts the violation) and
 # the VM found nothing else wrong (its one complaint is that exit status:
 # the kernel log is clean, /init ran to its end): the campaign runs once
-# more, from seed 2, and is judged by that run. The first run's panic and backtrace stay in
-# the output (and in out/fuzz-smoke-first), so that the fuzzer's own
-# failure is seen, not hidden; a kernel report, an oracle violation, a
-# timeout or a hang fails at once.
+# more, from seed 2, and is judged by that run. The first run's panic and
+# backtrace stay in the output (and in out/fuzz-smoke-first), so that the
+# fuzzer's own failure is seen, not hidden; a kernel report, an oracle
+# violation, a timeout or a hang fails at once.
+# A panic's message and backtrace (RUST_BACKTRACE=1 in the VM), if any.
+panic_of() {
+	sed -n '/^thread .* panicked/,/^=== kfdp-fuzz rc /p' "$1/vm/results.log" 2>/dev/null | head -n 40
+}
 retried=
 fuzz_rc=$(grep -o '^=== kfdp-fuzz rc [0-9]*' "$out/vm/results.log" 2>/dev/null | awk '{print $4}' | tail -n1)
 vm_fails=$(grep '^FAIL: ' "$out/vm.txt" 2>/dev/null)
 if [ "$fuzz_rc" = 101 ] && [ "$vm_fails" = "FAIL: VM extra command failed with exit status 101" ] &&
 	! grep -Eq 'violations [1-9]' "$out/progress.log" 2>/dev/null; then
-	retried=$(sed -n '/^thread .* panicked/,/^=== kfdp-fuzz rc /p' "$out/vm/results.log" | head -n 40)
+	retried=$(panic_of "$out")
 	retried=${retried:-"(no panic message in $out/vm/results.log)"}
 	rm -rf "$out-first" && mv "$out" "$out-first" && mv "$out.log" "$out-first.log"
 	rc=0
@@ -63,8 +67,7 @@ execs=$(val executions)
 why() {
 	grep -E '^=== kfdp-fuzz rc |^kfdp-fuzz: libafl|extra end rc=' \
 		"$out/vm/results.log" "$out/vm/console.log" 2>/dev/null
-	# A panic's message and backtrace (RUST_BACKTRACE=1 in the VM).
-	sed -n '/^thread .* panicked/,/^=== kfdp-fuzz rc /p' "$out/vm/results.log" 2>/dev/null | head -n 40
+	panic_of "$out"
 	[ -s "$out/current.json" ] && { echo "program in flight:"; head -c 4000 "$out/current.json"; echo; }
 	tail -n 30 "$out.log"
 }
