@@ -232,6 +232,17 @@ struct HostRun {
     irqs: Vec<(&'static str, &'static str, f64)>,
 }
 
+impl HostRun {
+    /// The nodes of `nodes` that ran an LC tenant, with its runs, in node
+    /// order.
+    fn with_lc<'a>(&'a self, nodes: &'a [u32]) -> impl Iterator<Item = (&'a NodeRun, &'a LcRuns)> {
+        self.nodes
+            .iter()
+            .filter(|n| nodes.contains(&n.node))
+            .filter_map(|n| n.lc.as_ref().map(|lc| (n, lc)))
+    }
+}
+
 /// What the report found, and whether every criterion held.
 pub struct HostReport {
     /// Its text.
@@ -487,11 +498,8 @@ fn read_run(a: &HostArgs) -> Result<HostRun> {
 /// The reactions on the node's own clock over the judged LC nodes (the
 /// short and gapped tenants' nodes left out).
 fn judged_reactions(a: &HostArgs, run: &HostRun) -> Vec<f64> {
-    run.nodes
-        .iter()
-        .filter(|n| a.lc_nodes.contains(&n.node))
-        .filter_map(|n| n.lc.as_ref())
-        .flat_map(|lc| lc.reactions_ms.iter().copied())
+    run.with_lc(&a.lc_nodes)
+        .flat_map(|(_, lc)| lc.reactions_ms.iter().copied())
         .collect()
 }
 
@@ -625,21 +633,14 @@ fn report_text(
             phase("node_max_us"),
         );
     }
-    let with_lc = |nodes: &'_ [u32]| {
-        run.nodes
-            .iter()
-            .filter(|n| nodes.contains(&n.node))
-            .filter_map(|n| n.lc.as_ref().map(|lc| (n, lc)))
-            .collect::<Vec<_>>()
-    };
-    for (n, lc) in with_lc(&a.lc_nodes) {
+    for (n, lc) in run.with_lc(&a.lc_nodes) {
         let _ = writeln!(
             text,
             "{}",
             start_breakdown(n.node, &lc.alone, &lc.together, &lc.daemon)
         );
     }
-    for (n, lc) in with_lc(&a.short_nodes) {
+    for (n, lc) in run.with_lc(&a.short_nodes) {
         let (ratio, kept, sp50, sp99) = short_figures(n, lc);
         let _ = writeln!(
             text,
@@ -656,7 +657,7 @@ fn report_text(
             start_breakdown(n.node, &lc.alone, &lc.together, &lc.daemon)
         );
     }
-    for (n, lc) in with_lc(&a.seq_nodes) {
+    for (n, lc) in run.with_lc(&a.seq_nodes) {
         let _ = writeln!(
             text,
             "{}",
@@ -730,10 +731,7 @@ fn report_json(a: &HostArgs, run: &HostRun, criteria: &[Criterion], checks: &[Cr
         .cloned()
         .unwrap_or(Value::Null);
     let short: Vec<Value> = run
-        .nodes
-        .iter()
-        .filter(|n| a.short_nodes.contains(&n.node))
-        .filter_map(|n| n.lc.as_ref().map(|lc| (n, lc)))
+        .with_lc(&a.short_nodes)
         .map(|(n, lc)| {
             let (ratio, kept, sp50, sp99) = short_figures(n, lc);
             json!({
