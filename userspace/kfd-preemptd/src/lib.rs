@@ -15,7 +15,8 @@
 //! ```text
 //! daemon/                the loop: tenants, decisions, the module's calls,
 //!                        the report thread
-//! metrics.rs             the Prometheus endpoint: the statistics rendered
+//! metrics.rs metrics/    the Prometheus endpoint: the statistics rendered,
+//!                        and the HTTP server that serves them
 //! stats.rs               the statistics the daemon writes
 //! log.rs log/            log lines, and the thread that writes them
 //! discover.rs topology.rs
