@@ -16,12 +16,14 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    fs, io,
+    ffi::{OsStr, OsString},
+    io,
     os::fd::OwnedFd,
     path::{Path, PathBuf},
 };
 
 use kfd_preempt::TargetKind;
+use procfs::{process::Process, ProcError, ProcResult};
 use rustix::{
     event::{poll, PollFd, PollFlags, Timespec},
     io::Errno,
@@ -68,52 +70,46 @@ fn optional<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     }
 }
 
-/// Field 22 of `/proc/PID/stat`. `comm` (field 2) may hold spaces and
-/// parentheses, so the fields are counted from the last `)`.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After ")": field 3 (state) is the first; field 22 the 20th.
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// The real uid from `/proc/PID/status`.
-pub fn parse_uid(status: &str) -> Option<u32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The cgroup v2 path from `/proc/PID/cgroup`: the `0::` line.
-pub fn parse_cgroup(cgroup: &str) -> Option<String> {
-    cgroup
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(str::to_owned)
-}
-
-/// The value of `KFD_PREEMPT_CLASS` in a NUL-separated environment.
-pub fn parse_env_class(environ: &[u8]) -> Option<String> {
-    let key = format!("{CLASS_ENV}=");
+/// The value of `KFD_PREEMPT_CLASS` in an environment.
+fn env_class(environ: &HashMap<OsString, OsString>) -> Option<String> {
     environ
-        .split(|b| *b == 0)
-        .find_map(|var| var.strip_prefix(key.as_bytes()))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .get(OsStr::new(CLASS_ENV))
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
+/// A `procfs` error as the `io::Error` it stands for: `NotFound` for a
+/// process that is gone (ENOENT or ESRCH), as [`is_gone`] reads it.
+fn to_io(e: ProcError) -> io::Error {
+    let at = |path: Option<PathBuf>| path.map(|p| p.display().to_string()).unwrap_or_default();
+    match e {
+        ProcError::NotFound(p) => io::Error::new(io::ErrorKind::NotFound, at(p)),
+        ProcError::PermissionDenied(p) => io::Error::new(io::ErrorKind::PermissionDenied, at(p)),
+        ProcError::Io(e, _) => e,
+        ProcError::Incomplete(p) => {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}: incomplete", at(p)))
+        }
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
+
+/// The start time of the process under `pid` (`/proc/PID/stat` field 22):
+/// with the pid, it tells a reused pid from the process seen before.
+fn start_time(proc_root: &Path, pid: i32) -> ProcResult<u64> {
+    Ok(Process::new_with_root(proc_root.join(pid.to_string()))?
+        .stat()?
+        .starttime)
 }
 
 /// Reads what the selectors need about `pid` under `proc_root` (normally
-/// `/proc`). `exe` and `environ` are read only if asked for: they need
-/// ptrace access. `Ok(None)`: the process is gone.
+/// `/proc`), through `procfs`. `exe` and `environ` are read only if asked
+/// for: they need ptrace access. `Ok(None)`: the process is gone.
 pub fn read_proc(
     proc_root: &Path,
     pid: i32,
     want_exe: bool,
     want_env: bool,
 ) -> io::Result<Option<ProcInfo>> {
-    match read_proc_inner(proc_root, pid, want_exe, want_env) {
+    match read_proc_inner(proc_root, pid, want_exe, want_env).map_err(to_io) {
         Ok(info) => Ok(Some(info)),
         Err(e) if is_gone(&e) => Ok(None),
         Err(e) => Err(e),
@@ -125,37 +121,35 @@ fn read_proc_inner(
     pid: i32,
     want_exe: bool,
     want_env: bool,
-) -> io::Result<ProcInfo> {
-    let dir = proc_root.join(pid.to_string());
-    let stat = fs::read_to_string(dir.join("stat"))?;
-    let start_time = parse_start_time(&stat).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}/stat", dir.display()),
-        )
-    })?;
-    let status = fs::read_to_string(dir.join("status"))?;
-    let comm = fs::read_to_string(dir.join("comm"))?;
+) -> ProcResult<ProcInfo> {
+    let process = Process::new_with_root(proc_root.join(pid.to_string()))?;
+    let stat = process.stat()?;
+    let uid = process.status()?.ruid;
     // A kernel without CONFIG_CGROUPS has no /proc/PID/cgroup at all, so
     // NotFound here does not mean the process is gone (stat said it is not).
-    let cgroup = fs::read_to_string(dir.join("cgroup")).ok();
+    let cgroup = process.cgroups().ok().and_then(|groups| {
+        groups
+            .into_iter()
+            .find(|g| g.hierarchy == 0 && g.controllers.is_empty())
+            .map(|g| g.pathname)
+    });
     let exe = if want_exe {
-        optional(fs::read_link(dir.join("exe")))?
+        optional(process.exe().map_err(to_io))?
     } else {
         None
     };
     let env_class = if want_env {
-        optional(fs::read(dir.join("environ")))?.and_then(|e| parse_env_class(&e))
+        optional(process.environ().map_err(to_io))?.and_then(|e| env_class(&e))
     } else {
         None
     };
     Ok(ProcInfo {
         pid,
-        start_time,
-        uid: parse_uid(&status),
-        comm: comm.trim_end_matches('\n').to_owned(),
+        start_time: stat.starttime,
+        uid: Some(uid),
+        comm: stat.comm,
         exe,
-        cgroup: cgroup.as_deref().and_then(parse_cgroup),
+        cgroup,
         env_class,
     })
 }
@@ -389,8 +383,7 @@ impl Discovery {
             // pidfd is readable; the pid is then read afresh.
             return Some(!exited.contains(&pid));
         }
-        let stat = fs::read_to_string(self.proc_root.join(format!("{pid}/stat")));
-        let start_time = stat.ok().as_deref().and_then(parse_start_time)?;
+        let start_time = start_time(&self.proc_root, pid).ok()?;
         Some(start_time == k.start_time)
     }
 
@@ -491,22 +484,48 @@ mod tests {
     }
 
     #[test]
-    fn parsers_read_real_formats() {
-        let stat =
-            "42 (a (weird) name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_start_time(stat), Some(987654));
-        assert_eq!(parse_start_time("42 (x) S 1"), None);
-        assert_eq!(parse_uid("Name:\tx\nUid:\t1000\t0\t0\t0\n"), Some(1000));
-        assert_eq!(parse_uid("Name:\tx\n"), None);
-        assert_eq!(
-            parse_cgroup("1:name=systemd:/x\n0::/system.slice/a.service\n").as_deref(),
-            Some("/system.slice/a.service")
+    fn proc_files_read_back_as_the_kernel_writes_them() {
+        let p = FakeProc::new("formats");
+        // A comm with spaces and parentheses: fields count from the last ")".
+        p.add(
+            42,
+            987654,
+            1000,
+            "a (weird) name",
+            "/usr/bin/x",
+            "/system.slice/a.service",
+            &[
+                "PATH=/bin",
+                "XKFD_PREEMPT_CLASS=no",
+                "KFD_PREEMPT_CLASS=training",
+            ],
         );
-        assert_eq!(
-            parse_env_class(b"PATH=/bin\0KFD_PREEMPT_CLASS=training\0HOME=/\0").as_deref(),
-            Some("training")
-        );
-        assert_eq!(parse_env_class(b"XKFD_PREEMPT_CLASS=no\0"), None);
+        let info = p.info(42);
+        assert_eq!(info.start_time, 987654);
+        assert_eq!(info.comm, "a (weird) name");
+        assert_eq!(info.uid, Some(1000));
+        assert_eq!(info.exe.as_deref(), Some(Path::new("/usr/bin/x")));
+        assert_eq!(info.cgroup.as_deref(), Some("/system.slice/a.service"));
+        assert_eq!(info.env_class.as_deref(), Some("training"));
+        // The v2 line among v1 lines; no v2 line, no cgroup.
+        let dir = p.root.join("42");
+        std::fs::write(
+            dir.join("cgroup"),
+            "1:name=systemd:/x\n0::/user.slice/b.scope\n",
+        )
+        .unwrap();
+        assert_eq!(p.info(42).cgroup.as_deref(), Some("/user.slice/b.scope"));
+        std::fs::write(dir.join("cgroup"), "1:name=systemd:/x\n").unwrap();
+        assert_eq!(p.info(42).cgroup, None);
+        // Without the variable, no class from the environment.
+        std::fs::write(dir.join("environ"), b"XKFD_PREEMPT_CLASS=no\0").unwrap();
+        assert_eq!(p.info(42).env_class, None);
+        // A stat cut short is an error, not a process that is gone.
+        std::fs::write(dir.join("stat"), "42 (x) S 1").unwrap();
+        let e = read_proc(&p.root, 42, false, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        p.remove(42);
+        assert_eq!(read_proc(&p.root, 42, true, true).unwrap(), None);
     }
 
     #[test]
@@ -622,7 +641,7 @@ mod tests {
             "/",
             &["KFD_PREEMPT_CLASS=be"],
         );
-        fs::remove_file(p.root.join("12/cgroup")).unwrap();
+        std::fs::remove_file(p.root.join("12/cgroup")).unwrap();
         let info = read_proc(&p.root, 12, false, true).unwrap().unwrap();
         assert_eq!(info.cgroup, None);
         assert_eq!(info.env_class.as_deref(), Some("be"));
@@ -785,7 +804,7 @@ mod tests {
             self.0.kill().unwrap();
             let pid = self.pid();
             // Until the kernel has made it a zombie ('Z' in its stat).
-            while !fs::read_to_string(format!("/proc/{pid}/stat"))
+            while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .unwrap()
                 .contains(") Z ")
             {

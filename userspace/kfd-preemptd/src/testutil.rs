@@ -36,12 +36,21 @@ impl FakeProc {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         let stat = format!(
-            "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {start} 1000 10 0"
+            "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 {start} \
+             1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
         );
         fs::write(d.join("stat"), stat).unwrap();
         fs::write(
             d.join("status"),
-            format!("Name:\t{comm}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t0\t0\t0\t0\n"),
+            format!(
+                "Name:\t{comm}\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\n\
+                 TracerPid:\t0\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t0\t0\t0\t0\n\
+                 FDSize:\t64\nGroups:\t\nThreads:\t1\nSigQ:\t0/127431\n\
+                 SigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n\
+                 SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n\
+                 SigCgt:\t0000000000000000\nCapInh:\t0000000000000000\n\
+                 CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+            ),
         )
         .unwrap();
         fs::write(d.join("comm"), format!("{comm}\n")).unwrap();
