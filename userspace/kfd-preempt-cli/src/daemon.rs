@@ -17,7 +17,10 @@ use std::{
 };
 
 use clap::Args;
-use serde_json::{Map, Value};
+use kfd_preemptd_stats::{
+    ConfigStats, CounterStats, DecisionStats, LatencyStats, Stats, TenantStats, STATS_VERSION,
+};
+use serde_json::Value;
 
 use kfd_preempt::signals::Release;
 
@@ -26,21 +29,8 @@ use crate::{CliResult, Done};
 /// Where kfd-preemptd writes its statistics unless configured otherwise.
 pub(crate) const DEFAULT_STATS: &str = "/run/kfd-preemptd/stats.json";
 
-/// The schema version this view was written for.
-const KNOWN_VERSION: u64 = 1;
-
 /// Width of the longest histogram bar.
 const BAR_WIDTH: u64 = 40;
-
-/// Counters shown first, in this order; any others follow, sorted.
-const COUNTER_ORDER: [&str; 6] = [
-    "preemptions",
-    "preempt_failures",
-    "resumes",
-    "forced_resumes",
-    "renewals",
-    "held_total_ms",
-];
 
 /// How often the watch loop checks for Ctrl-C between refreshes.
 const TICK: Duration = Duration::from_millis(50);
@@ -72,34 +62,38 @@ fn read(path: &Path) -> Result<String, String> {
     })
 }
 
-/// Parses the statistics text.
-fn parse(path: &Path, text: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| {
+/// Parses the statistics text into the daemon's own schema
+/// ([`kfd_preemptd_stats`]): a field missing from an older daemon's file
+/// takes its default, one added by a newer daemon is ignored.
+fn parse(path: &Path, text: &str) -> Result<Stats, String> {
+    Stats::from_json(text).map_err(|e| {
         format!(
-            "{} is not valid JSON ({e}): is it kfd-preemptd's statistics file?",
+            "{} is not kfd-preemptd's statistics ({e}): is it the daemon's statistics file?",
             path.display()
         )
-    })?;
-    if !v.is_object() {
-        return Err(format!("{} does not hold a JSON object", path.display()));
-    }
-    Ok(v)
+    })
 }
 
-/// `v` as text for a table cell: strings bare, numbers as written
-/// (floats with one decimal), booleans as yes/no, missing or null as `-`.
-fn cell(v: Option<&Value>) -> String {
+/// A JSON value of a counter this schema does not name: numbers as
+/// written (floats with one decimal), anything else as JSON.
+fn cell(v: &Value) -> String {
     match v {
-        None | Some(Value::Null) => "-".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Bool(b)) => if *b { "yes" } else { "no" }.into(),
-        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
             (Some(u), _, _) => u.to_string(),
             (None, Some(i), _) => i.to_string(),
             (None, None, Some(f)) => format!("{f:.1}"),
             _ => n.to_string(),
         },
-        Some(other) => other.to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
     }
 }
 
@@ -128,30 +122,24 @@ fn counter_label(key: &str) -> (String, &'static str) {
     }
 }
 
-/// The counters, known ones first.
-fn render_counters(out: &mut String, counters: &Map<String, Value>) {
-    let mut keys: Vec<&str> = COUNTER_ORDER
-        .iter()
-        .copied()
-        .filter(|k| counters.contains_key(*k))
-        .collect();
-    let mut others: Vec<&str> = counters
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !COUNTER_ORDER.contains(k))
-        .collect();
-    others.sort_unstable();
-    keys.extend(others);
+/// The counters, the schema's first, then any of a newer daemon, sorted.
+fn render_counters(out: &mut String, c: &CounterStats) {
+    let mut cells: Vec<(String, String)> = vec![
+        ("preemptions".into(), c.preemptions.to_string()),
+        ("preempt_failures".into(), c.preempt_failures.to_string()),
+        ("resumes".into(), c.resumes.to_string()),
+        ("forced_resumes".into(), c.forced_resumes.to_string()),
+        ("renewals".into(), c.renewals.to_string()),
+        ("held_total_ms".into(), format!("{:.1}", c.held_total_ms)),
+    ];
+    cells.extend(c.other.iter().map(|(k, v)| (k.clone(), cell(v))));
     out.push_str("counters:\n");
-    if keys.is_empty() {
-        out.push_str("  (none)\n");
-    }
-    for pair in keys.chunks(2) {
+    for pair in cells.chunks(2) {
         let cells: Vec<String> = pair
             .iter()
-            .map(|k| {
+            .map(|(k, v)| {
                 let (label, unit) = counter_label(k);
-                format!("{label:<18} {:>12}{unit:<3}", cell(counters.get(*k)))
+                format!("{label:<18} {v:>12}{unit:<3}")
             })
             .collect();
         let _ = writeln!(out, "  {}", cells.join("   ").trim_end());
@@ -159,11 +147,7 @@ fn render_counters(out: &mut String, counters: &Map<String, Value>) {
 }
 
 /// The per-tenant table.
-fn render_tenants(out: &mut String, tenants: Option<&Vec<Value>>) {
-    let Some(tenants) = tenants else {
-        out.push_str("tenants: -\n");
-        return;
-    };
+fn render_tenants(out: &mut String, tenants: &[TenantStats]) {
     if tenants.is_empty() {
         out.push_str("tenants: none attached\n");
         return;
@@ -175,42 +159,35 @@ fn render_tenants(out: &mut String, tenants: Option<&Vec<Value>>) {
     );
     for t in tenants {
         // A tenant held on some nodes only shows how many of its queues.
-        let held = match (
-            t.get("held_queues").and_then(Value::as_u64),
-            t.get("queues").and_then(Value::as_u64),
-        ) {
-            (Some(h), Some(q)) if h > 0 && h < q => format!("{h}/{q}"),
-            _ => cell(t.get("held")),
+        let held = if t.held_queues > 0 && t.held_queues < t.queues {
+            format!("{}/{}", t.held_queues, t.queues)
+        } else {
+            yes_no(t.held).to_string()
         };
-        let nodes = t.get("nodes").and_then(Value::as_array).map_or_else(
-            || "-".to_string(),
-            |n| {
-                n.iter()
-                    .filter_map(Value::as_u64)
-                    .map(|g| format!("{g:#x}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            },
-        );
+        let nodes = if t.nodes.is_empty() {
+            "-".to_string()
+        } else {
+            let hex: Vec<String> = t.nodes.iter().map(|g| format!("{g:#x}")).collect();
+            hex.join(",")
+        };
         let _ = writeln!(
             out,
             "  {:>7}  {:<16} {:<16} {:<17} {:>6}  {:<5}  {}",
-            cell(t.get("pid")),
-            cell(t.get("comm")),
-            cell(t.get("class")),
-            cell(t.get("priority")),
-            cell(t.get("queues")),
-            held,
-            nodes
+            t.pid, t.comm, t.class, t.priority, t.queues, held, nodes
         );
     }
 }
 
+/// The mean of `h`, µs, or `-`.
+fn mean_us(h: &LatencyStats) -> String {
+    h.mean_us().map_or_else(|| "-".into(), |m| m.to_string())
+}
+
 /// The per-decision table: one row per node and watched level.
-fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
-    let Some(decisions) = decisions.filter(|d| !d.is_empty()) else {
+fn render_decisions(out: &mut String, decisions: &[DecisionStats]) {
+    if decisions.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(
         out,
         "decisions (a level's work on a node against the lower levels there):\n  \
@@ -228,154 +205,105 @@ fn render_decisions(out: &mut String, decisions: Option<&Vec<Value>>) {
         "IDLE_US"
     );
     for d in decisions {
-        let gpu = d
-            .get("gpu_id")
-            .and_then(Value::as_u64)
-            .map_or_else(|| "-".to_string(), |g| format!("{g:#x}"));
-        let c = d.get("counters");
-        let field = |k: &str| c.and_then(|c| c.get(k));
-        let held_ms = field("held_total_ms")
-            .and_then(Value::as_f64)
-            .map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"));
-        let h = d.get("reaction_latency_us");
-        let mean = match (
-            h.and_then(|h| h.get("count")).and_then(Value::as_u64),
-            h.and_then(|h| h.get("sum_us")).and_then(Value::as_u64),
-        ) {
-            (Some(n), Some(sum)) if n > 0 => (sum / n).to_string(),
-            _ => "-".into(),
-        };
         let _ = writeln!(
             out,
             "  {:<8} {:<17} {:<8} {:<5} {:>7} {:>5} {:>8} {:>7} {:>12} {:>9} {:>7}",
-            gpu,
-            cell(d.get("level")),
-            cell(d.get("mode")),
-            cell(d.get("held")),
-            cell(d.get("watched_queues")),
-            cell(d.get("lower_queues")),
-            cell(field("preemptions")),
-            cell(field("resumes")),
-            held_ms,
-            mean,
-            cell(d.get("idle_hysteresis_us"))
+            format!("{:#x}", d.gpu_id),
+            d.level,
+            d.mode.as_str(),
+            yes_no(d.held),
+            d.watched_queues,
+            d.lower_queues,
+            d.counters.preemptions,
+            d.counters.resumes,
+            format!("{:.1}", d.counters.held_total_ms),
+            mean_us(&d.reaction_latency_us),
+            d.idle_hysteresis_us
         );
     }
     out.push('\n');
 }
 
 /// The reaction-latency histogram, one row per non-empty bucket.
-fn render_latency(out: &mut String, h: Option<&Value>) {
-    let Some(h) = h else {
-        out.push_str("reaction latency: -\n");
-        return;
-    };
-    let count = h.get("count").and_then(Value::as_u64);
-    let sum = h.get("sum_us").and_then(Value::as_u64);
-    let mean = match (count, sum) {
-        (Some(c), Some(s)) if c > 0 => format!("{} us", s / c),
-        _ => "-".into(),
-    };
+fn render_latency(out: &mut String, h: &LatencyStats) {
+    let mean = h
+        .mean_us()
+        .map_or_else(|| "-".into(), |m| format!("{m} us"));
     let _ = writeln!(
         out,
-        "reaction latency (LC busy to BE preempted): {} recorded, mean {mean}, max {} us",
-        cell(h.get("count")),
-        cell(h.get("max_us"))
+        "reaction latency (busy edge to lower levels preempted): {} recorded, mean {mean}, max {} us",
+        h.count, h.max_us
     );
-    let buckets = h.get("buckets").and_then(Value::as_array);
-    let Some(buckets) = buckets.filter(|b| !b.is_empty()) else {
-        return;
-    };
-    let peak = buckets
-        .iter()
-        .filter_map(|b| b.get("count").and_then(Value::as_u64))
-        .max()
-        .unwrap_or(0);
-    for b in buckets {
-        let low = cell(b.get("low_us"));
-        // A null (or missing) upper bound is the last, open bucket.
-        let range = match b.get("high_us").and_then(Value::as_u64) {
-            Some(high) => format!("[{low}, {high})"),
-            None => format!(">= {low}"),
+    let peak = h.buckets.iter().map(|b| b.count).max().unwrap_or(0);
+    for b in &h.buckets {
+        let range = match b.high_us {
+            Some(high) => format!("[{}, {high})", b.low_us),
+            // The last, open bucket.
+            None => format!(">= {}", b.low_us),
         };
-        let n = b.get("count").and_then(Value::as_u64);
-        let bar = match n {
-            Some(n) if peak > 0 => {
-                // At least one mark for a non-empty bucket.
-                let len = (n * BAR_WIDTH).div_ceil(peak);
-                "#".repeat(usize::try_from(len).unwrap_or(0))
+        // At least one mark for a non-empty bucket.
+        let bar = match (b.count * BAR_WIDTH).checked_div(peak) {
+            Some(_) => {
+                "#".repeat(usize::try_from((b.count * BAR_WIDTH).div_ceil(peak)).unwrap_or(0))
             }
-            _ => String::new(),
+            None => String::new(),
         };
-        let _ = writeln!(out, "  {range:>18} us {:>8}  {bar}", cell(b.get("count")));
+        let _ = writeln!(out, "  {range:>18} us {:>8}  {bar}", b.count);
     }
 }
 
-/// The summary of statistics `v`, read at `now_unix_ms` (for the age of
+/// The summary of statistics `s`, read at `now_unix_ms` (for the age of
 /// the file; `None` leaves it out).
-pub(crate) fn render(v: &Value, now_unix_ms: Option<u64>) -> String {
+pub(crate) fn render(s: &Stats, now_unix_ms: Option<u64>) -> String {
     let mut out = String::new();
-    let mut header = format!("kfd-preemptd pid {}", cell(v.get("pid")));
-    if let Some(s) = v.get("uptime_s").and_then(Value::as_f64) {
-        let _ = write!(header, ", up {}", uptime(s));
+    let _ = write!(out, "kfd-preemptd pid {}, up {}", s.pid, uptime(s.uptime_s));
+    if let Some(now) = now_unix_ms {
+        let age = now.saturating_sub(s.written_at_unix_ms) as f64 / 1000.0;
+        let _ = write!(out, ", statistics written {age:.1} s ago");
     }
-    if let (Some(now), Some(at)) = (
-        now_unix_ms,
-        v.get("written_at_unix_ms").and_then(Value::as_u64),
-    ) {
-        let age = now.saturating_sub(at) as f64 / 1000.0;
-        let _ = write!(header, ", statistics written {age:.1} s ago");
-    }
-    match v.get("version").and_then(Value::as_u64) {
-        Some(KNOWN_VERSION) => {}
-        Some(n) => {
-            let _ = write!(
-                header,
-                " (schema version {n}; this kfd-preempt knows {KNOWN_VERSION})"
-            );
-        }
-        None => header.push_str(" (no schema version)"),
-    }
-    out.push_str(&header);
-    out.push('\n');
-
-    let be = match v.get("be_held").and_then(Value::as_bool) {
-        Some(true) => "BE held",
-        Some(false) => "BE running",
-        None => "BE -",
-    };
-    let _ = write!(out, "mode: {}, {be}", cell(v.get("mode")));
-    if v.get("be_run_in_period_ms").is_some() {
+    if s.version != STATS_VERSION {
         let _ = write!(
             out,
-            " (BE ran {} ms in this minimum-share window)",
-            cell(v.get("be_run_in_period_ms"))
+            " (schema version {}; this kfd-preempt knows {STATS_VERSION})",
+            s.version
         );
+    }
+    out.push('\n');
+
+    let _ = write!(out, "mode: {}, ", s.mode.as_str());
+    if s.lower_held {
+        let _ = write!(
+            out,
+            "lower levels held (they ran {:.1} ms in this minimum-share window)",
+            s.lower_run_in_window_ms
+        );
+    } else {
+        out.push_str("lower levels running");
     }
     out.push_str("\n\n");
 
-    match v.get("counters").and_then(Value::as_object) {
-        Some(c) => render_counters(&mut out, c),
-        None => out.push_str("counters: -\n"),
-    }
+    render_counters(&mut out, &s.counters);
     out.push('\n');
-    render_tenants(&mut out, v.get("tenants").and_then(Value::as_array));
+    render_tenants(&mut out, &s.tenants);
     out.push('\n');
-    render_decisions(&mut out, v.get("decisions").and_then(Value::as_array));
-    render_latency(&mut out, v.get("reaction_latency_us"));
+    render_decisions(&mut out, &s.decisions);
+    render_latency(&mut out, &s.reaction_latency_us);
 
-    if let Some(c) = v.get("config").and_then(Value::as_object) {
-        let _ = writeln!(
-            out,
-            "\nconfig: lease {} ms, sample period {} us, idle hysteresis {} us, \
-             minimum share {} ms every {} ms",
-            cell(c.get("lease_ms")),
-            cell(c.get("sample_period_us")),
-            cell(c.get("idle_hysteresis_us")),
-            cell(c.get("min_share_budget_ms")),
-            cell(c.get("min_share_period_ms"))
-        );
+    // A file without a configuration (an older daemon's) has none to show.
+    let c = &s.config;
+    if *c == ConfigStats::default() {
+        return out;
     }
+    let _ = writeln!(
+        out,
+        "\nconfig: lease {} ms, sample period {} us, idle hysteresis {} us, \
+         minimum share {} ms every {} ms",
+        c.lease_ms,
+        c.sample_period_us,
+        c.idle_hysteresis_us,
+        c.min_share_budget_ms,
+        c.min_share_period_ms
+    );
     out
 }
 
@@ -438,15 +366,18 @@ pub(crate) fn run(args: &DaemonArgs) -> CliResult {
 mod tests {
     use super::*;
 
-    /// What kfd-preemptd writes (its stats.rs), with `config` and one
-    /// tenant's `held` left out and an unknown counter added.
+    /// What kfd-preemptd writes (the schema of `kfd-preemptd-stats`), with
+    /// `config`, one tenant's `held` and two tenants' `nodes` left out (a
+    /// file of an older daemon) and an unknown counter added (a newer one).
     const SAMPLE: &str = r#"{
       "version": 1,
       "pid": 4321,
       "written_at_unix_ms": 1700000000000,
       "uptime_s": 3723.5,
       "mode": "lc-busy",
+      "lower_held": true,
       "be_held": true,
+      "lower_run_in_window_ms": 12.5,
       "be_run_in_period_ms": 12.5,
       "counters": {
         "preemptions": 12,
@@ -486,7 +417,7 @@ mod tests {
       ]
     }"#;
 
-    fn sample() -> Value {
+    fn sample() -> Stats {
         parse(Path::new("stats.json"), SAMPLE).unwrap()
     }
 
@@ -500,14 +431,15 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "mode: lc-busy, BE held (BE ran 12.5 ms in this minimum-share window)"
+            "mode: lc-busy, lower levels held (they ran 12.5 ms in this minimum-share window)"
         );
         // Known counters in their order, the unknown one after them.
         let counters = text.find("preemptions").unwrap();
         assert!(counters < text.find("held total").unwrap());
         assert!(text.find("held total").unwrap() < text.find("future counter").unwrap());
         assert!(text.contains("1234.5 ms"), "{text}");
-        // Tenants: one row each; the missing `held` is a dash.
+        // Tenants: one row each; a missing `held` is "no", missing
+        // `nodes` a dash.
         let serve = lines.iter().find(|l| l.contains("serve")).unwrap();
         let cols: Vec<&str> = serve.split_whitespace().collect();
         assert_eq!(
@@ -523,7 +455,7 @@ mod tests {
             ]
         );
         let train = lines.iter().find(|l| l.contains("train")).unwrap();
-        assert!(train.trim_end().ends_with("-      -"), "{train:?}");
+        assert!(train.trim_end().ends_with("no     -"), "{train:?}");
         // Held on some of its nodes only: how many of its queues.
         let batch = lines.iter().find(|l| l.contains("batch")).unwrap();
         let cols: Vec<&str> = batch.split_whitespace().collect();
@@ -567,38 +499,42 @@ mod tests {
 
     #[test]
     fn missing_sections_and_newer_versions_render_without_failing() {
-        let v = parse(Path::new("s"), r#"{"version": 2, "mode": "no-lc"}"#).unwrap();
-        let text = render(&v, None);
-        assert!(text.starts_with("kfd-preemptd pid -"), "{text}");
-        assert!(text.contains("schema version 2; this kfd-preempt knows 1"));
-        assert!(text.contains("mode: no-lc, BE -"));
-        assert!(text.contains("counters: -"));
-        assert!(text.contains("tenants: -"));
-        assert!(text.contains("reaction latency: -"));
-        let empty = parse(
+        let v = parse(
             Path::new("s"),
-            r#"{"version": 1, "tenants": [], "counters": {},
-                "reaction_latency_us": {"count": 0, "sum_us": 0, "max_us": 0, "buckets": []},
-                "config": {"lease_ms": 200}}"#,
+            r#"{"version": 2, "mode": "no-lc", "a_field_of_version_2": [1]}"#,
         )
         .unwrap();
-        let text = render(&empty, None);
+        let text = render(&v, None);
+        assert!(text.starts_with("kfd-preemptd pid 0"), "{text}");
+        assert!(text.contains("schema version 2; this kfd-preempt knows 1"));
+        assert!(text.contains("mode: no-lc, lower levels running"));
         assert!(text.contains("tenants: none attached"), "{text}");
         assert!(text.contains("0 recorded, mean -, max 0 us"), "{text}");
+        // No configuration written: no line of zeros.
+        assert!(!text.contains("config:"), "{text}");
+        let some = parse(
+            Path::new("s"),
+            r#"{"version": 1, "config": {"lease_ms": 200}}"#,
+        )
+        .unwrap();
+        let text = render(&some, None);
+        assert!(!text.contains("schema version"), "{text}");
         assert!(
-            text.contains("config: lease 200 ms, sample period - us"),
+            text.contains("config: lease 200 ms, sample period 0 us"),
             "{text}"
         );
+        // A field of the wrong type is refused, not shown as a default.
+        let e = parse(Path::new("s.json"), r#"{"mode": "asleep"}"#).unwrap_err();
+        assert!(e.contains("is not kfd-preemptd's statistics"), "{e}");
     }
 
     #[test]
     fn cells_and_durations() {
-        assert_eq!(cell(None), "-");
-        assert_eq!(cell(Some(&Value::Null)), "-");
-        assert_eq!(cell(Some(&serde_json::json!(true))), "yes");
-        assert_eq!(cell(Some(&serde_json::json!(-3))), "-3");
-        assert_eq!(cell(Some(&serde_json::json!(2.25))), "2.2");
-        assert_eq!(cell(Some(&serde_json::json!([1]))), "[1]");
+        assert_eq!(cell(&Value::Null), "null");
+        assert_eq!(cell(&serde_json::json!("x")), "x");
+        assert_eq!(cell(&serde_json::json!(-3)), "-3");
+        assert_eq!(cell(&serde_json::json!(2.25)), "2.2");
+        assert_eq!(cell(&serde_json::json!([1])), "[1]");
         assert_eq!(uptime(5.25), "5.2s");
         assert_eq!(uptime(65.0), "1m05s");
         assert_eq!(uptime(f64::NAN), "-");
@@ -621,7 +557,7 @@ mod tests {
             .err()
             .is_some_and(|e| e.to_string().contains("is kfd-preemptd running?")));
         let e = parse(Path::new("s.json"), "{").unwrap_err();
-        assert!(e.contains("not valid JSON"), "{e}");
+        assert!(e.contains("is not kfd-preemptd's statistics"), "{e}");
         assert!(parse(Path::new("s.json"), "[1]").is_err());
     }
 

@@ -5,6 +5,7 @@
 //! Every check reads the host through [`Host`], whose root and command
 //! runner the tests replace; nothing here changes the host.
 
+use kfd_preemptd_stats::Stats;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt;
@@ -570,25 +571,29 @@ fn daemon(h: &Host) -> Check {
         return check("daemon", Status::Warn, "kfd-preemptd is not running")
             .fix("write /etc/kfd-preemptd.toml (its [[class]] tables), then systemctl enable --now kfd-preemptd");
     };
-    let stats: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-    let pid = stats.get("pid").and_then(|p| p.as_i64());
+    let stats = match Stats::from_json(&text) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            return check(
+                "daemon",
+                Status::Warn,
+                format!("{path} is not kfd-preemptd's statistics ({e})"),
+            )
+            .fix("systemctl restart kfd-preemptd; kfd-preempt daemon --json shows the file")
+        }
+    };
+    let pid = stats.as_ref().map(|s| s.pid).filter(|p| *p > 0);
     let alive = pid.is_some_and(|p| h.exists(&format!("/proc/{p}")));
-    let mode = stats
-        .get("mode")
-        .and_then(|m| m.as_str())
-        .unwrap_or("unknown");
+    let mode = stats.as_ref().map_or("unknown", |s| s.mode.as_str());
     // One decision per node and watched level: say how many hold queues.
     let decisions = stats
-        .get("decisions")
-        .and_then(|d| d.as_array())
-        .map_or(String::new(), |d| {
-            let holding = d
-                .iter()
-                .filter(|x| x.get("held").and_then(|h| h.as_bool()) == Some(true))
-                .count();
+        .as_ref()
+        .filter(|s| !s.decisions.is_empty())
+        .map_or(String::new(), |s| {
+            let holding = s.decisions.iter().filter(|d| d.held).count();
             format!(
                 ", {} decision(s) on its nodes, {holding} holding queues",
-                d.len()
+                s.decisions.len()
             )
         });
     match (pid, alive) {
@@ -689,7 +694,7 @@ mod tests {
             );
             f.write(
                 "run/kfd-preemptd/stats.json",
-                &format!("{{\"pid\": {}, \"mode\": \"serving\"}}", std::process::id()),
+                &format!("{{\"pid\": {}, \"mode\": \"lc-busy\"}}", std::process::id()),
             );
             f.write(&format!("proc/{}/status", std::process::id()), "");
             f
@@ -863,6 +868,10 @@ mod tests {
         assert_eq!(f.status(&[], "daemon").0, Status::Ok);
         f.write("run/kfd-preemptd/stats.json", "{\"pid\": 999999999}");
         assert_eq!(f.status(&[], "daemon").0, Status::Warn);
+        f.write("run/kfd-preemptd/stats.json", "{\"pid\": \"x\"}");
+        let (status, fix) = f.status(&[], "daemon");
+        assert_eq!(status, Status::Warn);
+        assert!(fix.is_some_and(|f| f.contains("kfd-preempt daemon --json")));
         f.remove("run/kfd-preemptd");
         assert_eq!(f.status(&[], "daemon").0, Status::Warn);
     }

@@ -55,6 +55,7 @@ fn decision(
         held: mode == Mode::LcBusy,
         watched_queues: queues.0,
         lower_queues: queues.1,
+        lower_run_in_window_ms: 37.25,
         be_run_in_period_ms: 37.25,
         idle_hysteresis_us: 2500,
         counters: CounterStats {
@@ -64,6 +65,7 @@ fn decision(
             forced_resumes,
             renewals,
             held_total_ms,
+            other: Default::default(),
         },
         reaction_latency_us: (&latency(reactions_us)).into(),
         reaction_phases: (&phases(reactions_us.len())).into(),
@@ -146,7 +148,9 @@ fn fixture() -> Stats {
         written_at_unix_ms: 1_764_000_123_456,
         uptime_s: 3_723.125,
         mode: Mode::LcBusy,
+        lower_held: true,
         be_held: true,
+        lower_run_in_window_ms: 37.25,
         be_run_in_period_ms: 37.25,
         counters: CounterStats {
             preemptions: 48,
@@ -155,6 +159,7 @@ fn fixture() -> Stats {
             forced_resumes: 3,
             renewals: 120,
             held_total_ms: 24_707.289,
+            other: Default::default(),
         },
         reaction_latency_us: (&total).into(),
         reaction_phases: (&phases(16)).into(),

@@ -49,17 +49,6 @@ pub mod server;
 
 pub use server::{MetricsServer, CONTENT_TYPE, IO_TIMEOUT, REQUEST_DEADLINE, RESPONSE_DEADLINE};
 
-/// Every mode, for the `kfd_preemptd_mode` enum gauge.
-const MODES: [Mode; 3] = [Mode::NoLc, Mode::LcIdle, Mode::LcBusy];
-
-/// A compile-time reminder: a new [`Mode`] must be added to [`MODES`].
-#[allow(dead_code)]
-fn modes_are_complete(m: Mode) {
-    match m {
-        Mode::NoLc | Mode::LcIdle | Mode::LcBusy => {}
-    }
-}
-
 /// The prefix of every family, `kfd_preemptd_` once joined.
 const PREFIX: &str = "kfd_preemptd";
 
@@ -90,7 +79,7 @@ const DECISION_GAUGES: [GaugeField; 5] = [
     (
         "lower_run_in_window_seconds",
         "Run time of the lower levels in the current minimum-share window, seconds.",
-        |d| d.be_run_in_period_ms / 1e3,
+        |d| d.lower_run_in_window_ms / 1e3,
     ),
     (
         "idle_hysteresis_seconds",
@@ -275,7 +264,7 @@ impl Collector for Snapshot {
             "mode",
             "The decision's state: 1 for the current mode (no-lc, lc-idle, lc-busy), 0 for the others.",
             decisions.iter().flat_map(|d| {
-                MODES.map(|m| {
+                Mode::ALL.map(|m| {
                     let [gpu, level] = d.labels();
                     ([gpu, level, ("mode", m.as_str())], f64::from(u8::from(d.stats.mode == m)))
                 })
@@ -383,7 +372,7 @@ mod tests {
 
     fn latency(buckets: &[(u64, Option<u64>, u64)], sum_us: u64) -> LatencyStats {
         LatencyStats {
-            scale: "log2-us",
+            scale: "log2-us".into(),
             count: buckets.iter().map(|b| b.2).sum(),
             sum_us,
             max_us: 0,
@@ -406,6 +395,7 @@ mod tests {
             forced_resumes: 2,
             renewals: 7,
             held_total_ms,
+            other: Default::default(),
         }
     }
 
@@ -418,6 +408,7 @@ mod tests {
             held: true,
             watched_queues: 2,
             lower_queues: 5,
+            lower_run_in_window_ms: 12.5,
             be_run_in_period_ms: 12.5,
             idle_hysteresis_us: 3750,
             counters: counters(3, 1500.0),
@@ -441,6 +432,7 @@ mod tests {
             held: false,
             watched_queues: 0,
             lower_queues: 0,
+            lower_run_in_window_ms: 1000.0,
             be_run_in_period_ms: 1000.0,
             idle_hysteresis_us: 1000,
             counters: counters(0, 0.25),
@@ -465,7 +457,9 @@ mod tests {
             written_at_unix_ms: 1_764_000_000_123,
             uptime_s: 61.5,
             mode: Mode::LcBusy,
+            lower_held: true,
             be_held: true,
+            lower_run_in_window_ms: 12.5,
             be_run_in_period_ms: 12.5,
             counters: counters(3, 1500.25),
             reaction_latency_us: latency(&[], 0),
@@ -652,8 +646,8 @@ mod tests {
     fn special_floats_are_spelled_as_prometheus_reads_them() {
         let mut s = fixture();
         s.decisions[0].counters.held_total_ms = f64::INFINITY;
-        s.decisions[0].be_run_in_period_ms = f64::NAN;
-        s.decisions[1].be_run_in_period_ms = f64::NEG_INFINITY;
+        s.decisions[0].lower_run_in_window_ms = f64::NAN;
+        s.decisions[1].lower_run_in_window_ms = f64::NEG_INFINITY;
         let text = render(&s);
         assert!(text.contains(&format!("\nkfd_preemptd_held_seconds_total{{{LC}}} +Inf\n")));
         assert!(text.contains(&format!(

@@ -246,28 +246,9 @@ pub enum Action {
     Disarm,
 }
 
-/// The policy's view of LC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// No LC queue is watched: nothing armed, BE runs.
-    NoLc,
-    /// LC idle, armed `ANY_BUSY`.
-    LcIdle,
-    /// LC busy, armed `ALL_IDLE`; BE held unless its minimum share runs.
-    LcBusy,
-}
-
-impl Mode {
-    /// The mode's name, as logs and statistics write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::NoLc => "no-lc",
-            Mode::LcIdle => "lc-idle",
-            Mode::LcBusy => "lc-busy",
-        }
-    }
-}
+/// The policy's view of its level: whether it has queues on the node, and
+/// whether they have work. It is the statistics' `mode`.
+pub use kfd_preemptd_stats::Mode;
 
 /// Number of reaction-latency buckets: bucket `i` counts latencies in
 /// `[2^i, 2^(i+1))` µs, bucket 0 also 0 µs, the last one everything above.
@@ -476,7 +457,7 @@ impl Policy {
 
     /// How long BE has run (not been held) in the current minimum-share
     /// window up to `now`.
-    pub fn be_run_in_period(&self, now: Duration) -> Duration {
+    pub fn lower_run_in_window(&self, now: Duration) -> Duration {
         let elapsed = now.saturating_sub(self.period_start);
         elapsed.saturating_sub(self.held_in_period_total(now))
     }
@@ -818,7 +799,7 @@ impl Policy {
     fn needed(&self, now: Duration) -> Duration {
         self.cfg
             .min_share_budget
-            .saturating_sub(self.be_run_in_period(now))
+            .saturating_sub(self.lower_run_in_window(now))
     }
 
     /// Whether BE may be (or stay) held at `now`: the rest of the window

@@ -9,121 +9,17 @@ use std::{
     time::Duration,
 };
 
-use serde::Serialize;
-
 use crate::policy::{Counters, Histogram, Mode, Policy, PolicyConfig};
 
-/// The schema version written as `"version"`. Fields may be added within
-/// a version; a removed or redefined field bumps it.
-pub const STATS_VERSION: u32 = 1;
-
-/// One tenant in the statistics.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TenantStats {
-    /// Its pid.
-    pub pid: i32,
-    /// Its `comm`.
-    pub comm: String,
-    /// The name of the class rule that matched it.
-    pub class: String,
-    /// The name of its priority level (`latency-critical` and
-    /// `best-effort` with the default levels).
-    pub priority: String,
-    /// Its rank among the levels: 0 is the lowest.
-    pub rank: usize,
-    /// Its compute queues on every node; for a level above the lowest,
-    /// those watched (as version 1 counted a latency-critical tenant's).
-    pub queues: usize,
-    /// How many of them are held off the GPU now.
-    pub held_queues: usize,
-    /// Whether any of its queues is held off the GPU.
-    pub held: bool,
-    /// The gpu_ids of the nodes it has compute queues on.
-    pub nodes: Vec<u32>,
-}
-
-/// One decision of one node: the work of the level `level` on the node
-/// `gpu_id` preempts every lower level's compute queues on that node.
-/// Each has its own policy (hysteresis, lease, minimum share) and counters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DecisionStats {
-    /// The KFD node (topology gpu_id).
-    pub gpu_id: u32,
-    /// The level whose queues are watched.
-    pub level: String,
-    /// Its rank: 0 is the lowest.
-    pub rank: usize,
-    /// The watched level's state on this node.
-    pub mode: Mode,
-    /// Whether this decision holds the lower levels' queues.
-    pub held: bool,
-    /// Queues watched (of `level` on this node).
-    pub watched_queues: usize,
-    /// Queues this decision would preempt (lower levels on this node).
-    pub lower_queues: usize,
-    /// Lower levels' run time in the current minimum-share window, ms.
-    pub be_run_in_period_ms: f64,
-    /// The idle hysteresis it arms `ALL_IDLE` with now, µs: the
-    /// configured one, or more as learnt from the level's gaps (up to
-    /// `idle_hysteresis_max_us`).
-    pub idle_hysteresis_us: u64,
-    /// Its counters.
-    pub counters: CounterStats,
-    /// Its reaction latency (busy edge seen by the module to preemption
-    /// done).
-    pub reaction_latency_us: LatencyStats,
-    /// Where its reactions' time went.
-    pub reaction_phases: PhaseStats,
-}
-
-/// The counters.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CounterStats {
-    /// Preemptions of BE that took effect.
-    pub preemptions: u64,
-    /// Preemptions that took effect for no queue.
-    pub preempt_failures: u64,
-    /// Resumes of BE, forced ones included.
-    pub resumes: u64,
-    /// Resumes forced by the minimum share.
-    pub forced_resumes: u64,
-    /// Lease renewals.
-    pub renewals: u64,
-    /// Total time BE was held, in milliseconds.
-    pub held_total_ms: f64,
-}
-
-/// One non-empty latency bucket: `[low_us, high_us)`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BucketStats {
-    /// Lower bound, µs, inclusive.
-    pub low_us: u64,
-    /// Upper bound, µs, exclusive; `null` for the last, open bucket.
-    pub high_us: Option<u64>,
-    /// Latencies in it.
-    pub count: u64,
-}
-
-/// The reaction-latency histogram (LcBusy edge to preemption done).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LatencyStats {
-    /// Bucket scale: `"log2-us"`, buckets `[2^i, 2^(i+1))` µs (the first
-    /// from 0).
-    pub scale: &'static str,
-    /// Latencies recorded.
-    pub count: u64,
-    /// Their sum, µs.
-    pub sum_us: u64,
-    /// The largest, µs.
-    pub max_us: u64,
-    /// The non-empty buckets, in increasing order.
-    pub buckets: Vec<BucketStats>,
-}
+pub use kfd_preemptd_stats::{
+    BucketStats, ConfigStats, CounterStats, DecisionStats, LatencyStats, PhaseStats, Stats,
+    TenantStats, STATS_VERSION,
+};
 
 impl From<&Histogram> for LatencyStats {
     fn from(h: &Histogram) -> Self {
         LatencyStats {
-            scale: "log2-us",
+            scale: "log2-us".into(),
             count: h.count,
             sum_us: h.sum_us,
             max_us: h.max_us,
@@ -220,29 +116,6 @@ impl ReactionPhases {
     }
 }
 
-/// [`ReactionPhases`] as the statistics write them: means and maxima, µs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PhaseStats {
-    /// Reactions recorded.
-    pub count: u64,
-    /// Mean SAMPLE after the wakeup, µs.
-    pub sample_us: f64,
-    /// Mean SAMPLE to PREEMPT call, µs.
-    pub decision_us: f64,
-    /// Mean PREEMPT call outside the hardware phase, µs.
-    pub ioctl_us: f64,
-    /// Mean hardware phase, µs.
-    pub node_us: f64,
-    /// Longest SAMPLE after the wakeup, µs.
-    pub sample_max_us: f64,
-    /// Longest SAMPLE to PREEMPT call, µs.
-    pub decision_max_us: f64,
-    /// Longest PREEMPT call outside the hardware phase, µs.
-    pub ioctl_max_us: f64,
-    /// Longest hardware phase, µs.
-    pub node_max_us: f64,
-}
-
 impl From<&ReactionPhases> for PhaseStats {
     fn from(p: &ReactionPhases) -> Self {
         let mean = |ns: u64| {
@@ -266,23 +139,6 @@ impl From<&ReactionPhases> for PhaseStats {
     }
 }
 
-/// The tunables in effect (after the module's limits were applied).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfigStats {
-    /// Lease, ms.
-    pub lease_ms: u64,
-    /// ARM sampling period, µs.
-    pub sample_period_us: u64,
-    /// Idle hysteresis, µs: the least.
-    pub idle_hysteresis_us: u64,
-    /// The most the idle hysteresis grows to, µs.
-    pub idle_hysteresis_max_us: u64,
-    /// Minimum-share window, ms.
-    pub min_share_period_ms: u64,
-    /// Minimum-share budget, ms.
-    pub min_share_budget_ms: u64,
-}
-
 impl From<&PolicyConfig> for ConfigStats {
     fn from(c: &PolicyConfig) -> Self {
         let ms = |d: Duration| d.as_millis() as u64;
@@ -298,45 +154,7 @@ impl From<&PolicyConfig> for ConfigStats {
     }
 }
 
-/// The whole statistics document. The top-level state and counters sum
-/// up every decision (`decisions`): `mode` is the busiest, `be_held` is
-/// whether any decision holds queues.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Stats {
-    /// [`STATS_VERSION`].
-    pub version: u32,
-    /// The daemon's pid.
-    pub pid: u32,
-    /// When the snapshot was taken (the report thread writes it moments
-    /// later), ms since the Unix epoch.
-    pub written_at_unix_ms: u64,
-    /// Seconds since the daemon started.
-    pub uptime_s: f64,
-    /// The busiest decision's state: `no-lc`, `lc-idle` or `lc-busy`.
-    pub mode: Mode,
-    /// Whether any queues are held off the GPU.
-    pub be_held: bool,
-    /// The least run time of held queues in their current minimum-share
-    /// window, ms, over the decisions that hold queues (the window's
-    /// length when none does).
-    pub be_run_in_period_ms: f64,
-    /// The counters, summed over the decisions.
-    pub counters: CounterStats,
-    /// The reaction-latency histogram, merged over the decisions.
-    pub reaction_latency_us: LatencyStats,
-    /// Where the reactions' time went, over the decisions.
-    pub reaction_phases: PhaseStats,
-    /// The attached tenants, by pid.
-    pub tenants: Vec<TenantStats>,
-    /// The tunables in effect.
-    pub config: ConfigStats,
-    /// The priority levels, lowest first.
-    pub levels: Vec<String>,
-    /// One entry per node and watched level, by gpu_id then rank.
-    pub decisions: Vec<DecisionStats>,
-}
-
-/// What [`Stats::snapshot`] reads of one decision.
+/// What [`snapshot`] reads of one decision.
 pub struct DecisionView<'a> {
     /// The node.
     pub gpu_id: u32,
@@ -362,71 +180,74 @@ fn counter_stats(c: &Counters, held_total: Duration) -> CounterStats {
         forced_resumes: c.forced_resumes,
         renewals: c.renewals,
         held_total_ms: held_total.as_secs_f64() * 1e3,
+        other: Default::default(),
     }
 }
 
-impl Stats {
-    /// A snapshot of the `decisions` at `now` (monotonic) with `tenants`.
-    pub fn snapshot(
-        config: &PolicyConfig,
-        levels: &[String],
-        decisions: &[DecisionView<'_>],
-        now: Duration,
-        uptime: Duration,
-        written_at_unix_ms: u64,
-        mut tenants: Vec<TenantStats>,
-    ) -> Self {
-        tenants.sort_by_key(|t| t.pid);
-        let mut total = Counters::default();
-        let mut held_total = Duration::ZERO;
-        let mut latency = Histogram::default();
-        let mut phases = ReactionPhases::default();
-        let mut mode = Mode::NoLc;
-        let mut be_run = config.min_share_period;
-        let mut out = Vec::with_capacity(decisions.len());
-        for d in decisions {
-            let p = d.policy;
-            let c = p.counters();
-            total.add(c);
-            held_total += p.held_total(now);
-            latency.merge(p.latency());
-            phases.merge(d.phases);
-            mode = mode.max(p.mode());
-            if p.is_held() {
-                be_run = be_run.min(p.be_run_in_period(now));
-            }
-            out.push(DecisionStats {
-                gpu_id: d.gpu_id,
-                level: d.level.to_string(),
-                rank: d.rank,
-                mode: p.mode(),
-                held: p.is_held(),
-                watched_queues: d.watched_queues,
-                lower_queues: d.lower_queues,
-                be_run_in_period_ms: p.be_run_in_period(now).as_secs_f64() * 1e3,
-                idle_hysteresis_us: p.idle_hysteresis().as_micros() as u64,
-                counters: counter_stats(c, p.held_total(now)),
-                reaction_latency_us: p.latency().into(),
-                reaction_phases: d.phases.into(),
-            });
+/// A snapshot of the `decisions` at `now` (monotonic) with `tenants`.
+pub fn snapshot(
+    config: &PolicyConfig,
+    levels: &[String],
+    decisions: &[DecisionView<'_>],
+    now: Duration,
+    uptime: Duration,
+    written_at_unix_ms: u64,
+    mut tenants: Vec<TenantStats>,
+) -> Stats {
+    tenants.sort_by_key(|t| t.pid);
+    let mut total = Counters::default();
+    let mut held_total = Duration::ZERO;
+    let mut latency = Histogram::default();
+    let mut phases = ReactionPhases::default();
+    let mut mode = Mode::NoLc;
+    let mut lower_run = config.min_share_period;
+    let mut out = Vec::with_capacity(decisions.len());
+    for d in decisions {
+        let p = d.policy;
+        let c = p.counters();
+        total.add(c);
+        held_total += p.held_total(now);
+        latency.merge(p.latency());
+        phases.merge(d.phases);
+        mode = mode.max(p.mode());
+        if p.is_held() {
+            lower_run = lower_run.min(p.lower_run_in_window(now));
         }
-        out.sort_by_key(|d| (d.gpu_id, d.rank));
-        Stats {
-            version: STATS_VERSION,
-            pid: std::process::id(),
-            written_at_unix_ms,
-            uptime_s: uptime.as_secs_f64(),
-            mode,
-            be_held: decisions.iter().any(|d| d.policy.is_held()),
-            be_run_in_period_ms: be_run.as_secs_f64() * 1e3,
-            counters: counter_stats(&total, held_total),
-            reaction_latency_us: (&latency).into(),
-            reaction_phases: (&phases).into(),
-            tenants,
-            config: config.into(),
-            levels: levels.to_vec(),
-            decisions: out,
-        }
+        out.push(DecisionStats {
+            gpu_id: d.gpu_id,
+            level: d.level.to_string(),
+            rank: d.rank,
+            mode: p.mode(),
+            held: p.is_held(),
+            watched_queues: d.watched_queues,
+            lower_queues: d.lower_queues,
+            lower_run_in_window_ms: p.lower_run_in_window(now).as_secs_f64() * 1e3,
+            be_run_in_period_ms: p.lower_run_in_window(now).as_secs_f64() * 1e3,
+            idle_hysteresis_us: p.idle_hysteresis().as_micros() as u64,
+            counters: counter_stats(c, p.held_total(now)),
+            reaction_latency_us: p.latency().into(),
+            reaction_phases: d.phases.into(),
+        });
+    }
+    out.sort_by_key(|d| (d.gpu_id, d.rank));
+    let lower_held = decisions.iter().any(|d| d.policy.is_held());
+    Stats {
+        version: STATS_VERSION,
+        pid: std::process::id(),
+        written_at_unix_ms,
+        uptime_s: uptime.as_secs_f64(),
+        mode,
+        lower_held,
+        be_held: lower_held,
+        lower_run_in_window_ms: lower_run.as_secs_f64() * 1e3,
+        be_run_in_period_ms: lower_run.as_secs_f64() * 1e3,
+        counters: counter_stats(&total, held_total),
+        reaction_latency_us: (&latency).into(),
+        reaction_phases: (&phases).into(),
+        tenants,
+        config: config.into(),
+        levels: levels.to_vec(),
+        decisions: out,
     }
 }
 
@@ -593,7 +414,7 @@ mod tests {
             tenant(2, "training", "best-effort", 0, 3),
             tenant(1, "inference", "latency-critical", 1, 0),
         ];
-        let s = Stats::snapshot(
+        let s = snapshot(
             &PolicyConfig::default(),
             &levels,
             &views,
@@ -605,7 +426,15 @@ mod tests {
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["version"], 1);
         assert_eq!(v["mode"], "lc-busy");
+        assert_eq!(v["lower_held"], true);
+        // The first names of renamed fields, for version 1 readers.
         assert_eq!(v["be_held"], true);
+        assert!(v["lower_run_in_window_ms"].as_f64().is_some());
+        assert_eq!(v["be_run_in_period_ms"], v["lower_run_in_window_ms"]);
+        for d in v["decisions"].as_array().unwrap() {
+            assert!(d["lower_run_in_window_ms"].as_f64().is_some());
+            assert_eq!(d["be_run_in_period_ms"], d["lower_run_in_window_ms"]);
+        }
         assert_eq!(v["counters"]["preemptions"], 2);
         assert_eq!(v["counters"]["held_total_ms"], 30.0);
         assert_eq!(v["reaction_latency_us"]["scale"], "log2-us");
@@ -642,7 +471,7 @@ mod tests {
 
     /// The statistics of a daemon with no tenant.
     fn no_tenants() -> Stats {
-        Stats::snapshot(
+        snapshot(
             &PolicyConfig::default(),
             &[],
             &[],

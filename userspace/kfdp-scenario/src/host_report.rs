@@ -50,6 +50,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use kfd_preemptd_stats::Stats;
 use serde_json::{json, Value};
 
 use crate::{
@@ -222,8 +223,8 @@ impl NodeRun {
 /// Everything a host scenario left in its directory.
 struct HostRun {
     nodes: Vec<NodeRun>,
-    /// The daemon's statistics (`Null` if unreadable).
-    stats: Value,
+    /// The daemon's statistics (empty if unreadable).
+    stats: Stats,
     /// The daemon's CPU use, percent of one CPU.
     cpu: Option<f64>,
     /// The VM's CPUs.
@@ -346,13 +347,12 @@ fn start_breakdown(node: u32, alone: &LcResult, together: &LcResult, daemon: &Lc
 
 /// The hysteresis (µs) the daemon's decision on `gpu_id` had learnt at the
 /// end of its run, from its statistics.
-fn learnt_hysteresis_us(stats: &Value, gpu_id: u32) -> Option<u64> {
+fn learnt_hysteresis_us(stats: &Stats, gpu_id: u32) -> Option<u64> {
     stats
-        .get("decisions")?
-        .as_array()?
+        .decisions
         .iter()
-        .filter(|d| d.get("gpu_id").and_then(Value::as_u64) == Some(u64::from(gpu_id)))
-        .find_map(|d| d.get("idle_hysteresis_us").and_then(Value::as_u64))
+        .find(|d| d.gpu_id == gpu_id)
+        .map(|d| d.idle_hysteresis_us)
 }
 
 /// The preemptions a request of a tenant with gaps between its
@@ -364,7 +364,7 @@ fn preemptions_per_request(daemon: &LcResult, suspended: u64) -> (f64, f64) {
 }
 
 /// The report line of a tenant with gaps between its dispatches.
-fn sequenced_line(node: u32, lc: &LcRuns, kept: f64, suspended: u64, stats: &Value) -> String {
+fn sequenced_line(node: u32, lc: &LcRuns, kept: f64, suspended: u64, stats: &Stats) -> String {
     let LcRuns {
         alone,
         together,
@@ -467,8 +467,8 @@ fn read_run(a: &HostArgs) -> Result<HostRun> {
     }
     let stats = fs::read_to_string(&a.stats)
         .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
+        .and_then(|t| Stats::from_json(&t).ok())
+        .unwrap_or_default();
     let cpu = fs::read_to_string(file("daemon_cpu".into()))
         .ok()
         .and_then(|t| cpu_percent(&t));
@@ -607,30 +607,25 @@ fn report_text(
         p50,
         p99
     );
-    let phases = run
-        .stats
-        .get("reaction_phases")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let phase = |k: &str| phases.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let phases = &run.stats.reaction_phases;
     let _ = writeln!(
         text,
         "  daemon's means from its wakeup: SAMPLE {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us ({} reactions); the rest is detection and the eventfd's wakeup",
-        phase("sample_us"),
-        phase("decision_us"),
-        phase("ioctl_us"),
-        phase("node_us"),
-        phases.get("count").and_then(Value::as_u64).unwrap_or(0)
+        phases.sample_us,
+        phases.decision_us,
+        phases.ioctl_us,
+        phases.node_us,
+        phases.count
     );
     // (a daemon older than the maxima writes none)
-    if phases.get("ioctl_max_us").is_some() {
+    if phases.count > 0 && phases.ioctl_max_us > 0.0 {
         let _ = writeln!(
             text,
             "  and their longest: SAMPLE {:.1} us, decision {:.1} us, ioctl {:.1} us, node {:.1} us",
-            phase("sample_max_us"),
-            phase("decision_max_us"),
-            phase("ioctl_max_us"),
-            phase("node_max_us"),
+            phases.sample_max_us,
+            phases.decision_max_us,
+            phases.ioctl_max_us,
+            phases.node_max_us,
         );
     }
     for (n, lc) in run.with_lc(&a.lc_nodes) {
@@ -725,11 +720,7 @@ fn report_text(
 fn report_json(a: &HostArgs, run: &HostRun, criteria: &[Criterion], checks: &[Criterion]) -> Value {
     let reactions = judged_reactions(a, run);
     let (p50, p99, _) = tail(&reactions);
-    let phases = run
-        .stats
-        .get("reaction_phases")
-        .cloned()
-        .unwrap_or(Value::Null);
+    let phases = &run.stats.reaction_phases;
     let short: Vec<Value> = run
         .with_lc(&a.short_nodes)
         .map(|(n, lc)| {
@@ -970,8 +961,11 @@ mod tests {
             "gpu_id": 20738,
         }))
         .unwrap();
-        let stats = json!({"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
-            {"gpu_id": 20738, "idle_hysteresis_us": 3750}]});
+        let stats = Stats::from_json(
+            r#"{"decisions": [{"gpu_id": 7, "idle_hysteresis_us": 1},
+                {"gpu_id": 20738, "idle_hysteresis_us": 3750}]}"#,
+        )
+        .unwrap();
         // One preemption a request, and a few more: the gaps are covered.
         let runs = LcRuns {
             alone: daemon.clone(),
@@ -992,7 +986,7 @@ mod tests {
         let c = judge_sequenced(3, &daemon, 290);
         assert!(!c.pass, "{}", c.rule);
         // Statistics that could not be read.
-        let line = sequenced_line(3, &runs, 0.5, 100, &Value::Null);
+        let line = sequenced_line(3, &runs, 0.5, 100, &Stats::default());
         assert!(line.contains("learnt: unknown"), "{line}");
     }
 

@@ -75,7 +75,7 @@ impl<B: Backend> Daemon<'_, B> {
                 phases: &a.phases,
             })
             .collect();
-        Stats::snapshot(
+        crate::stats::snapshot(
             &self.pcfg,
             &self.cfg.daemon.levels,
             &views,

@@ -234,7 +234,7 @@ mod tests {
     use std::time::Duration;
 
     fn snapshot(uptime_ms: u64) -> Stats {
-        Stats::snapshot(
+        crate::stats::snapshot(
             &PolicyConfig::default(),
             &["best-effort".to_string(), "latency-critical".to_string()],
             &[],

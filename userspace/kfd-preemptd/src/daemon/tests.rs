@@ -793,7 +793,7 @@ fn busy_preempts_be_idle_after_hysteresis_resumes_shutdown_releases() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&cfg.daemon.stats_path).unwrap()).unwrap();
     assert_eq!(v["counters"]["resumes"], 2);
-    assert_eq!(v["be_held"], false);
+    assert_eq!(v["lower_held"], false);
 }
 
 #[test]
@@ -1280,7 +1280,7 @@ fn the_loop_reacts_renews_and_stops_on_a_signal() {
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&cfg.daemon.stats_path).unwrap()).unwrap();
     assert_eq!(v["version"], 1);
-    assert_eq!(v["be_held"], false);
+    assert_eq!(v["lower_held"], false);
     assert_eq!(v["counters"]["resumes"], 1);
 }
 
