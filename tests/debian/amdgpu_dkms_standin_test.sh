@@ -14,19 +14,18 @@
 # Runs with kfd_preempt not loaded. KTAP.
 dir=/kfdp/amdgpu-dkms
 k=$(uname -r)
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 # How many kernel log lines match $1 (to see what one insmod added).
 count() { dmesg | grep -c "$1"; }
 
-echo "TAP version 13"
+ktap_header
 if [ "$(id -u)" != 0 ] || grep -q '^kfd_preempt ' /proc/modules; then
-	echo "1..0 # SKIP needs root and kfd_preempt not loaded"
-	exit 4
+	ktap_skip_all "needs root and kfd_preempt not loaded"
 fi
-echo "1..2"
+ktap_plan 2
 modprobe amdgpu
 
 matches="kfd_preempt: the layout of [0-9]* amdkfd fields matches amdgpu's BTF"
@@ -55,5 +54,4 @@ else
 fi
 check $rc "built with the flags of a stand-in whose config.h moves kfd_node's fields: refused at load, naming one"
 
-echo "# Totals: pass:$((n - fails)) fail:$fails xfail:0 xpass:0 skip:0 error:0"
-[ $fails = 0 ]
+ktap_finished

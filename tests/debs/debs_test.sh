@@ -17,18 +17,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-n=0 fails=0 skips=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-skip() { n=$((n + 1)); skips=$((skips + 1)); echo "ok $n $1 # SKIP $2"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-summary() {
-	if [ "$skips" -gt 0 ]; then
-		echo "$((n - fails - skips)) passed, $fails failed, $skips skipped"
-	else
-		echo "$((n - fails)) passed, $fails failed"
-	fi
-}
+. "$(dirname "$0")/../lib/ktap.sh"
 # Say which of the listed expectations failed, as KTAP diagnostics.
 expect() {
 	local what=$1
@@ -49,8 +38,8 @@ triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 root=$scratch/root
 src=$root/usr/src/kfd_preempt-$version
 
-echo "TAP version 13"
-echo "1..14"
+ktap_header
+ktap_plan 14
 
 # 1. The packages build, and lintian reports no error that is not explained.
 if [ "$prebuilt" = 1 ]; then
@@ -89,7 +78,7 @@ if [ "$extracted" = 0 ]; then
 		packaged_module_loads_and_answers_info; do
 		nok "$t # the packages could not be extracted"
 	done
-	summary
+	ktap_summary
 	exit 1
 fi
 
@@ -306,5 +295,4 @@ else
 	fi
 fi
 
-summary
-[ "$fails" = 0 ]
+ktap_summary

@@ -17,10 +17,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+. "$(dirname "$0")/../lib/ktap.sh"
 # A stand-in modinfo in BINDIR that names KO as the amdgpu modprobe loads,
 # and KO itself (empty).
 fake_modinfo() {
@@ -60,8 +57,8 @@ export KFDP_LLVM=-$KFDP_LLVM_VERSION KFDP_RUSTC=$KFDP_RUSTC KFDP_BINDGEN=$KFDP_B
 export KFDP_MAKE_ARGS=RUST_LIB_SRC=$KFDP_RUST_LIB_SRC
 dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 
-echo "TAP version 13"
-echo "1..21"
+ktap_header
+ktap_plan 21
 if ! command -v dkms >/dev/null; then
 	for i in $(seq 17); do echo "ok $i # SKIP dkms is not installed"; done
 	echo "0 passed, 0 failed, 17 skipped"
@@ -283,5 +280,4 @@ sed 's/^/# /' <<<"$out"
 [ "$rc" != 0 ] && grep -q "but LLVM=1 asks for clang" <<<"$out" && ! grep -q '^ *\(CC\|RUSTC\) \[M\]' <<<"$out"
 check $? "makefile_refuses_other_compilers_than_the_kernels"
 
-echo "$((n - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+ktap_summary

@@ -35,9 +35,10 @@ cli=${KFDP_CLI:-kfd-preempt}
 scenario=${KFDP_SCENARIO:-kfdp-scenario}
 tenant=${KFDP_HW_TENANT:-kfdp-hw-tenant}
 
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 
 # amdkfd's and the simulated node's debugfs views, as they are now.
 snapshot() {
@@ -95,8 +96,8 @@ label() {
 	echo "${gpu:-AMD GPU}; ${mec:-MEC firmware unknown}; Linux $(uname -r)"
 }
 
-echo "TAP version 13"
-echo "1..5"
+ktap_header
+ktap_plan 5
 if [ $dry = 1 ]; then
 	export KFDP_HW_DRIVER=sim
 	export KFDP_HW_CYCLES=${KFDP_HW_CYCLES:-200}
@@ -168,5 +169,4 @@ if [ -z "$missing" ]; then ok "report complete in $report"; else
 	echo "# missing or empty:$missing"
 	nok "report complete"
 fi
-echo "# $((n - fails)) passed, $fails failed"
-[ $fails = 0 ]
+ktap_finished

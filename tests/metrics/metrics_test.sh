@@ -29,18 +29,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-n=0 fails=0 skips=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-skip() { n=$((n + 1)); skips=$((skips + 1)); echo "ok $n $1 # SKIP $2"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
-summary() {
-	if [ "$skips" -gt 0 ]; then
-		echo "$((n - fails - skips)) passed, $fails failed, $skips skipped"
-	else
-		echo "$((n - fails)) passed, $fails failed"
-	fi
-}
+. "$(dirname "$0")/../lib/ktap.sh"
 
 usage() {
 	echo "usage: $0 [--endpoint ADDR --stats FILE | --scrape FILE --stats FILE]" >&2
@@ -89,7 +78,7 @@ curl_to() {
 	esac
 }
 
-echo "TAP version 13"
+ktap_header
 
 # A captured scrape must be there: the host scenario produces it.
 if [ -n "$captured" ]; then
@@ -100,11 +89,11 @@ if [ -n "$captured" ]; then
 	if [ -n "$missing" ]; then
 		echo "1..1"
 		nok "captured_scrape_present # missing or empty:$missing (the host scenario, scripts/scenario.sh, writes them)"
-		summary
+		ktap_summary
 		exit 1
 	fi
 fi
-echo "1..15"
+ktap_plan 15
 
 # Setup: the fixture, unless a live endpoint or a captured scrape was given;
 # for a captured scrape, the relay that serves it.
@@ -190,7 +179,7 @@ for line in open(sys.argv[1]):
 			prometheus_tenants_as_in_json; do
 			nok "$t # no endpoint"
 		done
-		summary
+		ktap_summary
 		exit 1
 	fi
 	echo "# fixture metrics_fixture on $endpoint"
@@ -282,7 +271,7 @@ prom_cases="prometheus_scrapes_endpoint prometheus_process_as_in_json
 if [[ $endpoint == unix:* ]]; then
 	skip prometheus_ready "Prometheus cannot scrape a Unix socket"
 	for t in $prom_cases; do skip "$t" "Prometheus cannot scrape a Unix socket"; done
-	summary
+	ktap_summary
 	[ "$fails" = 0 ]
 	exit
 fi
@@ -340,5 +329,4 @@ for g in process decisions histograms tenants; do
 done
 
 kill "$prom_pid" 2>/dev/null && wait "$prom_pid" 2>/dev/null
-summary
-[ "$fails" = 0 ]
+ktap_summary

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 
-. "$here/tests/scripts/ktap.sh"
+. "$here/tests/lib/ktap.sh"
 # usage: disk FREE_GIB: runs the check, its message in $msg, status in $rc.
 disk() {
 	msg=$(KFDP_CACHE=$cache KFDP_DISK_FREE_GIB=$1 "$here/scripts/disk-check.sh" 2>&1)
@@ -29,20 +29,22 @@ warm() {
 echo "TAP version 13"
 echo "1..7"
 disk 10
-check "a cold cache and 10 GiB free: refused" '[ "$rc" != 0 ]'
-check "the refusal names what the cache lacks" \
-	'grep -q "the 7.3 kernel the 7.2 kernel the Debian 13 system the fuzzer" <<<"$msg"'
+check_eval '[ "$rc" != 0 ]' "a cold cache and 10 GiB free: refused"
+check_eval 'grep -q "the 7.3 kernel the 7.2 kernel the Debian 13 system the fuzzer" <<<"$msg"' \
+	"the refusal names what the cache lacks"
 disk 1000
-check "a cold cache and 1000 GiB free: accepted" '[ "$rc" = 0 ]'
+check_eval '[ "$rc" = 0 ]' "a cold cache and 1000 GiB free: accepted"
 warm
 disk 10
-check "a warm cache and 10 GiB free: accepted" '[ "$rc" = 0 ] && grep -q "lacks: nothing" <<<"$msg"'
+check_eval '[ "$rc" = 0 ] && grep -q "lacks: nothing" <<<"$msg"' \
+	"a warm cache and 10 GiB free: accepted"
 disk 2
-check "a warm cache and 2 GiB free: refused" '[ "$rc" != 0 ]'
+check_eval '[ "$rc" != 0 ]' "a warm cache and 2 GiB free: refused"
 disk 8
-check "a warm cache and 8 GiB free: accepted" '[ "$rc" = 0 ]'
+check_eval '[ "$rc" = 0 ]' "a warm cache and 8 GiB free: accepted"
 rm "$cache/kbuild/7.2/.built"
 disk 8
-check "a 7.2 tree without .built counts as missing" '[ "$rc" != 0 ] && grep -q "the 7.2 kernel" <<<"$msg"'
+check_eval '[ "$rc" != 0 ] && grep -q "the 7.2 kernel" <<<"$msg"' \
+	"a 7.2 tree without .built counts as missing"
 
-ktap_end
+ktap_summary

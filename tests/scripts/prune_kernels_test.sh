@@ -8,7 +8,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 cache=$(mktemp -d)
 trap 'rm -rf "$cache"' EXIT
 
-. "$here/tests/scripts/ktap.sh"
+. "$here/tests/lib/ktap.sh"
 
 # Trees: the test kernels of both series, the bench kernel, two stale
 # built trees, one build in progress (no .built, written just now) and one
@@ -34,20 +34,23 @@ echo "TAP version 13"
 echo "1..8"
 make_cache
 KFDP_KEEP_KERNELS=0 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
-check "the primary's test kernel stays" '[ -e "$cache/kbuild/test73/.built" ]'
-check "the other series' test kernel stays" '[ -e "$cache/kbuild/test72/.built" ]'
-check "the bench kernel stays" '[ -e "$cache/kbuild/bench/.built" ]'
-check "a build in progress stays" '[ -e "$cache/kbuild/building/arch/file.o" ]'
-check "an unfinished build untouched for two days is deleted" '[ ! -e "$cache/kbuild/abandoned" ]'
-check "built trees no record names are deleted" '[ ! -e "$cache/kbuild/stale1" ] && [ ! -e "$cache/kbuild/stale2" ]'
+check_eval '[ -e "$cache/kbuild/test73/.built" ]' "the primary's test kernel stays"
+check_eval '[ -e "$cache/kbuild/test72/.built" ]' "the other series' test kernel stays"
+check_eval '[ -e "$cache/kbuild/bench/.built" ]' "the bench kernel stays"
+check_eval '[ -e "$cache/kbuild/building/arch/file.o" ]' "a build in progress stays"
+check_eval '[ ! -e "$cache/kbuild/abandoned" ]' \
+	"an unfinished build untouched for two days is deleted"
+check_eval '[ ! -e "$cache/kbuild/stale1" ] && [ ! -e "$cache/kbuild/stale2" ]' \
+	"built trees no record names are deleted"
 
 make_cache
 KFDP_KEEP_KERNELS=1 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
-check "KFDP_KEEP_KERNELS=1 keeps every tree" '[ -e "$cache/kbuild/stale1/.built" ] && [ -e "$cache/kbuild/stale2/.built" ]'
+check_eval '[ -e "$cache/kbuild/stale1/.built" ] && [ -e "$cache/kbuild/stale2/.built" ]' \
+	"KFDP_KEEP_KERNELS=1 keeps every tree"
 
 rm -rf "${cache:?}"/*
 KFDP_KEEP_KERNELS=0 KFDP_CACHE=$cache "$here/scripts/prune-kernels.sh" 2>/dev/null
 rc=$?
-check "a cache without kernels is left alone" '[ "$rc" = 0 ] && [ -z "$(ls -A "$cache")" ]'
+check_eval '[ "$rc" = 0 ] && [ -z "$(ls -A "$cache")" ]' "a cache without kernels is left alone"
 
-ktap_end
+ktap_summary

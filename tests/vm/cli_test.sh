@@ -8,22 +8,21 @@
 # with a message. KTAP.
 cli=kfd-preempt
 tenant_tool=kfdp-scenario
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 # Sum of the RETIRED column of `kfd-preempt list`.
 retired() { $cli list "$1" | awk 'NR > 1 { s += $NF } END { print s + 0 }'; }
 # The state column of queue $2.
 state() { $cli list "$1" | awk -v q="$2" 'NR > 1 && $2 == q { print $4 }'; }
 
-echo "TAP version 13"
+ktap_header
 if [ ! -e /dev/kfd_preempt_sim ] || ! command -v $cli >/dev/null ||
 	! command -v $tenant_tool >/dev/null; then
-	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), and kfd-preempt and kfdp-scenario on PATH"
-	exit 4
+	ktap_skip_all "needs the simulated node (sim_nodes=N), and kfd-preempt and kfdp-scenario on PATH"
 fi
-echo "1..11"
+ktap_plan 11
 $tenant_tool sim-tenant --queues 3 --node 0 >/tmp/cli_tenant.out &
 tenant=$!
 sleep 1
@@ -93,4 +92,4 @@ check $? "a process without KFD exits 1 and says so"
 
 kill $tenant
 wait $tenant
-[ "$fails" = 0 ]
+ktap_finished

@@ -8,10 +8,10 @@
 # when the daemon stalls; SIGKILL at random points leaves nothing
 # preempted (QUERY through `kfd-preempt list` and the simulated node's
 # counters), and a restarted daemon works. KTAP.
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 # Queues suspended on the simulated nodes, by anyone.
 suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
@@ -34,13 +34,12 @@ until_true() {
 W=/tmp/daemon_test
 rm -rf $W && mkdir -p $W && cd $W || exit 1
 
-echo "TAP version 13"
+ktap_header
 if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
 	! command -v kfdp-scenario >/dev/null; then
-	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), kfd-preemptd and kfdp-scenario"
-	exit 4
+	ktap_skip_all "needs the simulated node (sim_nodes=N), kfd-preemptd and kfdp-scenario"
 fi
-echo "1..13"
+ktap_plan 13
 
 config() { # hysteresis_us lease_ms
 	cat <<EOF
@@ -218,4 +217,4 @@ kill $lc 2>/dev/null
 wait $lc 2>/dev/null
 lc=
 tail -5 daemon.log | sed 's/^/# /'
-[ $fails = 0 ] || exit 1
+ktap_finished || exit 1

@@ -7,22 +7,21 @@
 # the same; then one thing is broken on purpose (/dev/kfd_preempt made
 # 0666) and doctor must fail that check and exit 4. KTAP.
 cli=kfd-preempt
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 # The status doctor gave check $1 in its JSON report $2 (pretty-printed:
 # "status" is the line after "name"; neither VM has python).
 status() {
 	sed -n "/\"name\": \"$1\"/,/}/s/.*\"status\": \"\([a-z]*\)\".*/\1/p" "$2"
 }
 
-echo "TAP version 13"
+ktap_header
 if ! command -v $cli >/dev/null || [ ! -e /sys/module/kfd_preempt ] || [ "$(id -u)" != 0 ]; then
-	echo "1..0 # SKIP needs kfd-preempt on PATH, the module loaded, and root"
-	exit 4
+	ktap_skip_all "needs kfd-preempt on PATH, the module loaded, and root"
 fi
-echo "1..6"
+ktap_plan 6
 mount -t debugfs none /sys/kernel/debug 2>/dev/null
 
 $cli doctor >/tmp/doctor.txt
@@ -81,5 +80,4 @@ sed 's/^/# /' /tmp/doctor-broken.txt
 	grep -A1 '^FAIL device' /tmp/doctor-broken.txt | grep -q 'fix: '
 check $? "a world-writable device fails, with its fix, and doctor exits 4"
 
-echo "# $n tests, $fails failed"
-[ $fails = 0 ]
+ktap_finished

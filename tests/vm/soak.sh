@@ -23,18 +23,17 @@ reuse=
 W=/tmp/soak
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 rm -rf $W && mkdir -p $W && cd $W || exit 1
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n $1"; }
-check() { if [ "$1" = 0 ]; then ok "$2"; else nok "$2"; fi; }
+for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
+	[ -f "$ktap" ] && break
+done
+. "$ktap"
 
-echo "TAP version 13"
+ktap_header
 if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
 	! command -v kfdp-scenario >/dev/null || ! command -v kfd-preempt >/dev/null; then
-	echo "1..0 # SKIP needs the simulated node (sim_nodes=N), kfd-preemptd, kfd-preempt and kfdp-scenario"
-	exit 4
+	ktap_skip_all "needs the simulated node (sim_nodes=N), kfd-preemptd, kfd-preempt and kfdp-scenario"
 fi
-echo "1..7"
+ktap_plan 7
 # The bound the soak judges holding by: ten scan intervals. A queue
 # created while its node is held is found at the next scan, then
 # attached, queried and preempted; in this debug TCG VM, with the zoo's
@@ -132,5 +131,4 @@ echo "=== kfdp-scenario soak kernel-log end ==="
 echo "=== kfdp-scenario soak json begin ==="
 cat soak.json 2>/dev/null
 echo "=== kfdp-scenario soak json end ==="
-echo "$((n - fails)) passed, $fails failed"
-[ $fails = 0 ]
+ktap_summary
