@@ -43,6 +43,7 @@ use crate::{
     },
     engine::registry::{
         QueueKey,
+        Registry,
         REGISTRY, //
     },
     sorted_map::SortedMap,
@@ -302,7 +303,9 @@ impl<B: Backend> Owner<B> {
 
     /// Phase 4: the items' outcomes into their entries, the marks this
     /// owner holds afterwards, in its own map and in the registry, and the
-    /// counters.
+    /// counters, under the registry's lock; then, with the lock dropped
+    /// (never across the backend's call), the queues this batch marked but
+    /// could not record are resumed.
     fn record(
         &self,
         asked: &Asked,
@@ -310,107 +313,135 @@ impl<B: Backend> Owner<B> {
         items: &[Item<'_, B::Target>],
         entries: &mut [uapi::kfdp_queue_ref],
     ) {
-        let Asked {
-            op,
-            lease_ms,
-            applied,
-        } = *asked;
-        let Held {
-            attachments,
-            marks,
-            stats,
-        } = held;
-        let mut reg = REGISTRY.lock();
-        // Read once, and only by a batch that starts or renews a lease: a
-        // clock read is not free under emulation, and a RESUME needs none.
-        let mut since = None;
-        let lease_ns = i64::from(lease_ms) * 1_000_000;
-        for it in items.iter() {
-            let e = &mut entries[it.entry as usize];
-            e.status = it.status.status();
-            if it.status == Outcome::External {
-                stats.external_resumes += 1;
-                reg.stats.external_resumes += 1;
+        let unrecorded = {
+            let mut reg = REGISTRY.lock();
+            // Read once, and only by a batch that starts or renews a lease:
+            // a clock read is not free under emulation, and a RESUME needs
+            // none.
+            let mut since = None;
+            let mut unrecorded = 0usize;
+            for it in items.iter() {
+                let e = &mut entries[it.entry as usize];
+                if !self.record_one(asked, held, &mut reg, &mut since, it, e) {
+                    unrecorded += 1;
+                }
             }
-            let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
-            let mkey = (handle, gpu_id, queue_id);
-            let key = QueueKey {
-                target: target_key(attachments, handle),
-                gpu_id,
-                queue_id,
-            };
-            // `it.owned` says whether this owner held the mark before the
-            // batch: the registry's marks of this owner and the owner's own
-            // agree (both are written and removed together, under this
-            // owner's lock; a sweep forgets only this owner's), so only a
-            // held mark's lease needs a lookup.
-            match (it.marked, it.owned) {
-                (true, true) => {
-                    // A refused or failed PREEMPT of a held mark (EAGAIN,
-                    // EIO) changes nothing, its lease included.
-                    if op == Op::Preempt && !it.status.failed() {
-                        if let Some(m) = marks.get_mut(&mkey) {
-                            m.since = *since.get_or_insert_with(Instant::<Monotonic>::now);
-                            m.lease_ns = lease_ns;
-                        }
-                    }
-                }
-                (true, false) => {
-                    let m = Mark {
-                        handle,
-                        gpu_id,
-                        queue_id,
-                        since: *since.get_or_insert_with(Instant::<Monotonic>::now),
-                        lease_ns,
-                    };
-                    // The mark is on the hardware: if it cannot be recorded,
-                    // undo it rather than leave it without an owner.
-                    let claimed = match marks.insert(mkey, m) {
-                        Ok(_) => reg.claim(key, self.id),
-                        Err(_) => Err(ENOMEM),
-                    };
-                    if claimed == Err(EBUSY) {
-                        // Another owner marked that queue id after this
-                        // batch looked: the queue this batch marked was
-                        // destroyed and its id reused, amdkfd hands out
-                        // the lowest free id. The mark went with the old
-                        // queue; the new one is the other owner's, and
-                        // resuming it here would undo their preemption.
-                        marks.remove(&mkey);
-                        e.status = EBUSY.to_errno();
-                    } else if claimed.is_err() {
-                        marks.remove(&mkey);
-                        e.status = ENOMEM.to_errno();
-                        // Never across the backend's call.
-                        drop(reg);
-                        self.resume_unrecorded(it);
-                        reg = REGISTRY.lock();
-                    }
-                }
-                (false, true) => {
-                    marks.remove(&mkey);
-                    reg.unclaim(&key, self.id);
-                }
-                (false, false) => {}
-            }
+            count(asked.op, &mut reg.stats, held.stats, entries, asked.applied);
+            unrecorded
+        };
+        if unrecorded > 0 {
+            self.resume_unrecorded(held.marks, items, entries);
         }
-        count(op, &mut reg.stats, stats, entries, applied);
     }
 
-    /// Resumes the queue of `it`, which this batch marked on the hardware
-    /// but could not record (no memory): rather than leave a mark without
-    /// an owner.
-    fn resume_unrecorded(&self, it: &Item<'_, B::Target>) {
-        let mut one = [Item {
-            target: it.target,
-            gpu_id: it.gpu_id,
-            queue_id: it.queue_id,
-            owned: true,
-            status: Outcome::Done,
-            marked: true,
-            entry: it.entry,
-        }];
-        let _ = self.backend.apply(Op::Resume, false, &mut one);
+    /// One item's outcome into its entry `e` and the marks; `false` if the
+    /// item's queue was marked on the hardware but its mark could not be
+    /// recorded (no memory): [`resume_unrecorded`](Self::resume_unrecorded)
+    /// is then to undo it.
+    fn record_one(
+        &self,
+        asked: &Asked,
+        held: &mut Held<'_, B::Target>,
+        reg: &mut Registry,
+        since: &mut Option<Instant<Monotonic>>,
+        it: &Item<'_, B::Target>,
+        e: &mut uapi::kfdp_queue_ref,
+    ) -> bool {
+        e.status = it.status.status();
+        if it.status == Outcome::External {
+            held.stats.external_resumes += 1;
+            reg.stats.external_resumes += 1;
+        }
+        let (handle, gpu_id, queue_id) = (e.handle, e.gpu_id, e.queue_id);
+        let mkey = (handle, gpu_id, queue_id);
+        let key = QueueKey {
+            target: target_key(held.attachments, handle),
+            gpu_id,
+            queue_id,
+        };
+        let lease_ns = i64::from(asked.lease_ms) * 1_000_000;
+        // `it.owned` says whether this owner held the mark before the
+        // batch: the registry's marks of this owner and the owner's own
+        // agree (both are written and removed together, under this
+        // owner's lock; a sweep forgets only this owner's), so only a
+        // held mark's lease needs a lookup.
+        match (it.marked, it.owned) {
+            (true, true) => {
+                // A refused or failed PREEMPT of a held mark (EAGAIN, EIO)
+                // changes nothing, its lease included.
+                if asked.op == Op::Preempt && !it.status.failed() {
+                    if let Some(m) = held.marks.get_mut(&mkey) {
+                        m.since = *since.get_or_insert_with(Instant::<Monotonic>::now);
+                        m.lease_ns = lease_ns;
+                    }
+                }
+            }
+            (true, false) => {
+                let m = Mark {
+                    handle,
+                    gpu_id,
+                    queue_id,
+                    since: *since.get_or_insert_with(Instant::<Monotonic>::now),
+                    lease_ns,
+                };
+                // The mark is on the hardware: if it cannot be recorded,
+                // undo it rather than leave it without an owner.
+                let claimed = match held.marks.insert(mkey, m) {
+                    Ok(_) => reg.claim(key, self.id),
+                    Err(_) => Err(ENOMEM),
+                };
+                if claimed == Err(EBUSY) {
+                    // Another owner marked that queue id after this batch
+                    // looked: the queue this batch marked was destroyed and
+                    // its id reused, amdkfd hands out the lowest free id.
+                    // The mark went with the old queue; the new one is the
+                    // other owner's, and resuming it here would undo their
+                    // preemption.
+                    held.marks.remove(&mkey);
+                    e.status = EBUSY.to_errno();
+                } else if claimed.is_err() {
+                    held.marks.remove(&mkey);
+                    e.status = ENOMEM.to_errno();
+                    return false;
+                }
+            }
+            (false, true) => {
+                held.marks.remove(&mkey);
+                reg.unclaim(&key, self.id);
+            }
+            (false, false) => {}
+        }
+        true
+    }
+
+    /// Resumes the queues this batch marked on the hardware but could not
+    /// record (no memory), rather than leave marks without an owner: the
+    /// items it marked that it did not hold before, whose entry says
+    /// ENOMEM and which have no mark in `marks`.
+    fn resume_unrecorded(
+        &self,
+        marks: &SortedMap<MarkKey, Mark>,
+        items: &[Item<'_, B::Target>],
+        entries: &[uapi::kfdp_queue_ref],
+    ) {
+        for it in items.iter().filter(|it| it.marked && !it.owned) {
+            let e = &entries[it.entry as usize];
+            if e.status != ENOMEM.to_errno()
+                || marks.get(&(e.handle, e.gpu_id, e.queue_id)).is_some()
+            {
+                continue;
+            }
+            let mut one = [Item {
+                target: it.target,
+                gpu_id: it.gpu_id,
+                queue_id: it.queue_id,
+                owned: true,
+                status: Outcome::Done,
+                marked: true,
+                entry: it.entry,
+            }];
+            let _ = self.backend.apply(Op::Resume, false, &mut one);
+        }
     }
 
     /// The `kfdp_batch` and `kfdp_queue` events of one batch.

@@ -466,6 +466,46 @@ mod tests {
         Ok(())
     }
 
+    /// A queue this batch marked whose mark cannot be recorded (the
+    /// registry out of memory) is resumed, once the registry's lock is
+    /// dropped: its entry says ENOMEM, no mark of it is left on either
+    /// side, and the rest of the batch holds.
+    #[test]
+    fn a_mark_that_cannot_be_recorded_is_undone() -> Result {
+        let m = world(&[(261, 3)])?;
+        let o = Owner::new(m.clone(), false)?;
+        let h = attach(&o, 261)?;
+        let mut e = refs(h, &[0, 1, 2])?;
+        REGISTRY.lock().failing_claims = 1;
+        run(&o, Op::Preempt, 0, 0, &mut e);
+        REGISTRY.lock().failing_claims = 0;
+        assert_eq!(e[0].status, ENOMEM.to_errno());
+        assert!(e[1].status == 0 && e[2].status == 0);
+        // Queue 0 runs again; 1 and 2 stay preempted, marked by `o` alone.
+        assert_eq!(m.active(261), 1);
+        assert_eq!(o.state.lock().marks.len(), 2);
+        let owner = |queue_id| {
+            REGISTRY.lock().mark_owner(&QueueKey {
+                target: 261,
+                gpu_id: GPU,
+                queue_id,
+            })
+        };
+        assert_eq!(
+            (owner(0), owner(1), owner(2)),
+            (None, Some(o.id), Some(o.id))
+        );
+        // With memory, the same queue is taken and recorded.
+        let mut again = refs(h, &[0])?;
+        run(&o, Op::Preempt, 0, 0, &mut again);
+        assert_eq!(again[0].status, 0);
+        assert_eq!((m.active(261), owner(0)), (0, Some(o.id)));
+        o.close();
+        assert_eq!(m.active(261), 3);
+        assert_eq!(owner(1), None);
+        Ok(())
+    }
+
     /// A batch over both backends of the mux (amdkfd and simulated nodes in
     /// the module; two mocks here) where the second part cannot be
     /// allocated: nothing may change on either side. Before the mux built

@@ -89,6 +89,9 @@ pub(crate) struct Registry {
     freezes: SortedMap<FreezeKey, u32>,
     /// Module-wide statistics.
     pub(crate) stats: Stats,
+    /// How many of the next claims fail as if out of memory (KUnit).
+    #[cfg(kfdp_kunit)]
+    pub(crate) failing_claims: u32,
 }
 
 /// The first key of `target` in an order whose first field is the target.
@@ -119,6 +122,8 @@ impl Registry {
                 max_elapsed_ns: 0,
                 hw_phase_hist: [[0; HIST_BUCKETS]; 2],
             },
+            #[cfg(kfdp_kunit)]
+            failing_claims: 0,
         }
     }
 
@@ -139,6 +144,11 @@ impl Registry {
     /// only, so that would be a bookkeeping error, and the caller undoes
     /// its mark rather than record two owners.
     pub(crate) fn claim(&mut self, q: QueueKey, owner: u64) -> Result {
+        #[cfg(kfdp_kunit)]
+        if self.failing_claims > 0 {
+            self.failing_claims -= 1;
+            return Err(ENOMEM);
+        }
         if !self.marks.insert_new(q, owner)? && self.marks.get(&q) != Some(&owner) {
             return Err(EBUSY);
         }
