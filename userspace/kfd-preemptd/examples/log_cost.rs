@@ -64,6 +64,16 @@ fn bursts(n: usize, mut log: impl FnMut(usize), out: &mut Vec<u64>) {
     }
 }
 
+/// The line, through `tracing` to the dispatcher in use.
+fn tracing_line(i: usize) {
+    tracing::info!(
+        event = "preempt",
+        gpu_id = 17068,
+        queues = black_box(i),
+        reason = "lc-busy"
+    )
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let total: usize = match std::env::args().nth(1) {
         Some(s) => s.parse()?,
@@ -115,34 +125,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             &mut own_ns,
         );
-        tracing::dispatcher::with_default(&dispatch, || {
-            bursts(
-                per_round,
-                |i| {
-                    tracing::info!(
-                        event = "preempt",
-                        gpu_id = 17068,
-                        queues = black_box(i),
-                        reason = "lc-busy"
-                    )
-                },
-                &mut tracing_ns,
-            )
-        });
-        tracing::dispatcher::with_default(&format_only, || {
-            bursts(
-                per_round,
-                |i| {
-                    tracing::info!(
-                        event = "preempt",
-                        gpu_id = 17068,
-                        queues = black_box(i),
-                        reason = "lc-busy"
-                    )
-                },
-                &mut format_ns,
-            )
-        });
+        for (d, out) in [(&dispatch, &mut tracing_ns), (&format_only, &mut format_ns)] {
+            tracing::dispatcher::with_default(d, || bursts(per_round, tracing_line, out));
+        }
     }
     ours.finish();
     let own = report("log::writer (lock-free)", own_ns);
