@@ -60,8 +60,8 @@ dkms_args=(--sourcetree "$KFDP_ROOT/out/dkms" --dkmstree "$scratch/dkms")
 ktap_header
 ktap_plan 21
 if ! command -v dkms >/dev/null; then
-	for i in $(seq 17); do echo "ok $i # SKIP dkms is not installed"; done
-	echo "0 passed, 0 failed, 17 skipped"
+	for i in $(seq 17); do skip "dkms_case_$i" "dkms is not installed"; done
+	ktap_summary
 	exit 0
 fi
 

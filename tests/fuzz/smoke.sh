@@ -39,21 +39,19 @@ fi
 sum=$out/summary.txt
 val() { awk -v k="$1" '$1 == k { print $2 }' "$sum" 2>/dev/null; }
 
-n=0 pass=0 fail=0
+. "$(dirname "$0")/../lib/ktap.sh"
+# case_ ok|fail NAME [DIAGNOSTIC]: the diagnostic as comments if it failed.
 case_() {
-	n=$((n + 1))
 	if [ "$1" = ok ]; then
-		pass=$((pass + 1))
-		echo "ok $n $2"
+		ok "$2"
 	else
-		fail=$((fail + 1))
-		echo "not ok $n $2"
+		nok "$2"
 		[ -n "${3:-}" ] && sed 's/^/# /' <<<"$3"
 	fi
 }
 
-echo "TAP version 13"
-echo "1..5"
+ktap_header
+ktap_plan 5
 if [ -n "$retried" ]; then
 	echo "# the seed 1 campaign ended in a panic of kfdp-fuzz's own code, outside"
 	echo "# any program, with a clean kernel log; judged by a seed 2 campaign:"
@@ -82,5 +80,5 @@ case_ $r "fuzz-smoke-oracles: ${v:-no summary} oracle violations" "$(cat "$out"/
 case_ $r "fuzz-smoke-vm: the VM run and its kernel log are clean (rc $rc)" "$(tail -n 20 "$out/vm.txt" 2>/dev/null)"
 [ -s "$out/coverage.txt" ] && r=ok || r=fail
 case_ $r "fuzz-smoke-coverage: $(head -n1 "$out/coverage.txt" 2>/dev/null || echo 'no coverage report')"
-echo "# $pass passed, $fail failed"
-echo "$pass passed, $fail failed"
+echo "# $((n - fails)) passed, $fails failed"
+ktap_summary

@@ -10,7 +10,7 @@ script=$root/scripts/hw-validate.sh
 scratch=$(mktemp -d)
 chmod 0755 "$scratch" # nobody runs a copy of the script from it
 trap 'rm -rf "$scratch"' EXIT
-n=0 fails=0
+. "$(dirname "$0")/../lib/ktap.sh"
 
 # case NAME EXPECTED-MESSAGE COMMAND...: exit 2, the message, no report.
 case_() {
@@ -19,19 +19,17 @@ case_() {
 	reports=$(ls -d "$root"/out/hw-report-* 2>/dev/null | wc -l)
 	out=$("$@" 2>&1)
 	rc=$?
-	n=$((n + 1))
 	if [ "$rc" = 2 ] && grep -q "refusing: .*$want" <<<"$out" &&
 		[ "$(ls -d "$root"/out/hw-report-* 2>/dev/null | wc -l)" = "$reports" ]; then
-		echo "ok $n $name"
+		ok "$name"
 	else
-		fails=$((fails + 1))
 		sed 's/^/# /' <<<"$out"
-		echo "not ok $n $name # exit $rc, wanted 2 and '$want'"
+		nok "$name # exit $rc, wanted 2 and '$want'"
 	fi
 }
 
-echo "TAP version 13"
-echo "1..5"
+ktap_header
+ktap_plan 5
 case_ no_kfd "no /dev/kfd" env KFDP_KFD_DEV="$scratch/none" "$script"
 
 # Not root: a world-readable copy, run as nobody.
@@ -40,8 +38,7 @@ if command -v setpriv >/dev/null && [ "$(id -u)" = 0 ]; then
 	case_ not_root "run as root" env KFDP_KFD_DEV=/dev/null \
 		setpriv --reuid=65534 --regid=65534 --clear-groups "$scratch/pub/hw-validate.sh"
 else
-	n=$((n + 1))
-	echo "ok $n not_root # SKIP needs root and setpriv to drop to nobody"
+	skip not_root "needs root and setpriv to drop to nobody"
 fi
 
 case_ no_build_dir "no kernel build directory" \
@@ -56,5 +53,4 @@ case_ no_amdgpu_source "no amdgpu source" \
 	env KFDP_KFD_DEV=/dev/null KDIR="$scratch/kdir-rust" AMDGPU_SRC= \
 	"$script" --amdgpu-src "$scratch/none"
 
-echo "$((n - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+ktap_summary

@@ -22,7 +22,7 @@
 # and one of the two ends, whose status is 0 only if no case failed:
 #   ktap_summary               "N passed, M failed[, K skipped]": the line
 #                              make check adds up, for tests it runs itself
-#   ktap_finished              "# Totals: pass:N fail:M skip:K", as the
+#   ktap_finished              "# Totals: pass:N fail:M ... skip:K", as the
 #                              kernel's ktap_helpers.sh ends a kselftest
 # The counts are n (cases), fails and skips.
 
@@ -76,6 +76,6 @@ ktap_summary() {
 }
 
 ktap_finished() {
-	echo "# Totals: pass:$((n - fails - skips)) fail:$fails skip:$skips"
+	echo "# Totals: pass:$((n - fails - skips)) fail:$fails xfail:0 xpass:0 skip:$skips error:0"
 	[ "$fails" = 0 ]
 }

@@ -56,7 +56,8 @@ def expected(stats, version):
         put("decisions", "held", lab, d["held"])
         put("decisions", "watched_queues", lab, d["watched_queues"])
         put("decisions", "lower_queues", lab, d["lower_queues"])
-        put("decisions", "lower_run_in_window_seconds", lab, d["lower_run_in_window_ms"] / 1000)
+        run_ms = d.get("lower_run_in_window_ms", d.get("be_run_in_period_ms"))
+        put("decisions", "lower_run_in_window_seconds", lab, run_ms / 1000)
         put("decisions", "idle_hysteresis_seconds", lab, d["idle_hysteresis_us"] / 1e6)
         c = d["counters"]
         put("decisions", "preemptions_total", lab, c["preemptions"])

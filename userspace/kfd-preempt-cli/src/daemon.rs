@@ -242,12 +242,12 @@ fn render_latency(out: &mut String, h: &LatencyStats) {
             None => format!(">= {}", b.low_us),
         };
         // At least one mark for a non-empty bucket.
-        let bar = match (b.count * BAR_WIDTH).checked_div(peak) {
-            Some(_) => {
-                "#".repeat(usize::try_from((b.count * BAR_WIDTH).div_ceil(peak)).unwrap_or(0))
-            }
-            None => String::new(),
-        };
+        let marks = b
+            .count
+            .saturating_mul(BAR_WIDTH)
+            .checked_div(peak)
+            .map_or(0, |_| b.count.saturating_mul(BAR_WIDTH).div_ceil(peak));
+        let bar = "#".repeat(usize::try_from(marks).unwrap_or(0));
         let _ = writeln!(out, "  {range:>18} us {:>8}  {bar}", b.count);
     }
 }
@@ -257,11 +257,14 @@ fn render_latency(out: &mut String, h: &LatencyStats) {
 pub(crate) fn render(s: &Stats, now_unix_ms: Option<u64>) -> String {
     let mut out = String::new();
     let _ = write!(out, "kfd-preemptd pid {}, up {}", s.pid, uptime(s.uptime_s));
-    if let Some(now) = now_unix_ms {
+    // (0: a file without the time)
+    if let Some(now) = now_unix_ms.filter(|_| s.written_at_unix_ms > 0) {
         let age = now.saturating_sub(s.written_at_unix_ms) as f64 / 1000.0;
         let _ = write!(out, ", statistics written {age:.1} s ago");
     }
-    if s.version != STATS_VERSION {
+    if s.version == 0 {
+        out.push_str(" (no schema version)");
+    } else if s.version != STATS_VERSION {
         let _ = write!(
             out,
             " (schema version {}; this kfd-preempt knows {STATS_VERSION})",
@@ -271,11 +274,11 @@ pub(crate) fn render(s: &Stats, now_unix_ms: Option<u64>) -> String {
     out.push('\n');
 
     let _ = write!(out, "mode: {}, ", s.mode.as_str());
-    if s.lower_held {
+    if s.lower_held_either() {
         let _ = write!(
             out,
             "lower levels held (they ran {:.1} ms in this minimum-share window)",
-            s.lower_run_in_window_ms
+            s.lower_run_in_window_ms_either()
         );
     } else {
         out.push_str("lower levels running");
@@ -505,7 +508,7 @@ mod tests {
         )
         .unwrap();
         let text = render(&v, None);
-        assert!(text.starts_with("kfd-preemptd pid 0"), "{text}");
+        assert!(text.starts_with("kfd-preemptd pid 0, up 0.0s ("), "{text}");
         assert!(text.contains("schema version 2; this kfd-preempt knows 1"));
         assert!(text.contains("mode: no-lc, lower levels running"));
         assert!(text.contains("tenants: none attached"), "{text}");
@@ -517,8 +520,25 @@ mod tests {
             r#"{"version": 1, "config": {"lease_ms": 200}}"#,
         )
         .unwrap();
-        let text = render(&some, None);
+        let text = render(&some, Some(1_700_000_000_000));
         assert!(!text.contains("schema version"), "{text}");
+        // No time in the file: no age.
+        assert!(!text.contains("written"), "{text}");
+        let none = parse(Path::new("s"), "{}").unwrap();
+        assert!(render(&none, None).contains("(no schema version)"));
+        // A daemon from before the rename wrote the first names only.
+        let old = parse(
+            Path::new("s"),
+            r#"{"version": 1, "mode": "lc-busy", "be_held": true, "be_run_in_period_ms": 3.0}"#,
+        )
+        .unwrap();
+        assert!(
+            render(&old, None).contains(
+                "mode: lc-busy, lower levels held (they ran 3.0 ms in this minimum-share window)"
+            ),
+            "{}",
+            render(&old, None)
+        );
         assert!(
             text.contains("config: lease 200 ms, sample period 0 us"),
             "{text}"

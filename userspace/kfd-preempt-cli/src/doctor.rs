@@ -572,7 +572,7 @@ fn daemon(h: &Host) -> Check {
             .fix("write /etc/kfd-preemptd.toml (its [[class]] tables), then systemctl enable --now kfd-preemptd");
     };
     let stats = match Stats::from_json(&text) {
-        Ok(s) => Some(s),
+        Ok(s) => s,
         Err(e) => {
             return check(
                 "daemon",
@@ -582,20 +582,19 @@ fn daemon(h: &Host) -> Check {
             .fix("systemctl restart kfd-preemptd; kfd-preempt daemon --json shows the file")
         }
     };
-    let pid = stats.as_ref().map(|s| s.pid).filter(|p| *p > 0);
+    let pid = Some(stats.pid).filter(|p| *p > 0);
     let alive = pid.is_some_and(|p| h.exists(&format!("/proc/{p}")));
-    let mode = stats.as_ref().map_or("unknown", |s| s.mode.as_str());
+    let mode = stats.mode.as_str();
     // One decision per node and watched level: say how many hold queues.
-    let decisions = stats
-        .as_ref()
-        .filter(|s| !s.decisions.is_empty())
-        .map_or(String::new(), |s| {
-            let holding = s.decisions.iter().filter(|d| d.held).count();
-            format!(
-                ", {} decision(s) on its nodes, {holding} holding queues",
-                s.decisions.len()
-            )
-        });
+    let decisions = if stats.decisions.is_empty() {
+        String::new()
+    } else {
+        let holding = stats.decisions.iter().filter(|d| d.held).count();
+        format!(
+            ", {} decision(s) on its nodes, {holding} holding queues",
+            stats.decisions.len()
+        )
+    };
     match (pid, alive) {
         (Some(p), true) => check(
             "daemon",

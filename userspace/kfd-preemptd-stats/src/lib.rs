@@ -9,7 +9,11 @@
 //! forgiving for that reason: every struct takes its default for a field
 //! that is missing (a file of an older daemon of the same version) and
 //! ignores one it does not know (a newer one), and the counters keep the
-//! ones they do not know ([`CounterStats::other`]).
+//! ones they do not know ([`CounterStats::other`]). A value it cannot
+//! take (a mode it does not know, a number that is `null`) is an error
+//! that names it: the daemon writes neither, and guessing would show
+//! something false. A renamed field is read under both names through
+//! [`Stats::lower_held_either`] and its kin.
 //!
 //! ```
 //! use kfd_preemptd_stats::{Mode, Stats, STATS_VERSION};
@@ -279,6 +283,18 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// [`lower_held`](Self::lower_held) of a file written under either
+    /// name: a daemon from before the rename wrote only `be_held`.
+    pub fn lower_held_either(&self) -> bool {
+        self.lower_held || self.be_held
+    }
+
+    /// [`lower_run_in_window_ms`](Self::lower_run_in_window_ms) of a file
+    /// written under either name (the other is then 0).
+    pub fn lower_run_in_window_ms_either(&self) -> f64 {
+        self.lower_run_in_window_ms.max(self.be_run_in_period_ms)
+    }
+
     /// Reads a statistics document. Unlike `serde_json::from_str`, which
     /// takes a struct from an array too, it refuses anything but an object.
     pub fn from_json(text: &str) -> serde_json::Result<Stats> {
@@ -323,7 +339,12 @@ mod tests {
         };
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<Stats>(&text).unwrap(), s);
-        // Both names of a renamed field are written.
+        // Both names of a renamed field are written, and a file with only
+        // the first is read the same.
+        let old: Stats =
+            Stats::from_json(r#"{"be_held": true, "be_run_in_period_ms": 4.5}"#).unwrap();
+        assert!(old.lower_held_either() && !old.lower_held);
+        assert_eq!(old.lower_run_in_window_ms_either(), 4.5);
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["be_held"], true);
         assert_eq!(v["decisions"][0]["lower_run_in_window_ms"], 2.5);

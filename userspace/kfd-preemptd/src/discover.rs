@@ -42,7 +42,8 @@ pub struct ProcInfo {
     pub start_time: u64,
     /// Real uid (`Uid:` in `/proc/PID/status`).
     pub uid: Option<u32>,
-    /// `/proc/PID/comm`, without the newline.
+    /// The command name (`comm` in `/proc/PID/stat`, as `/proc/PID/comm`
+    /// shows it).
     pub comm: String,
     /// `/proc/PID/exe`, if read and readable.
     pub exe: Option<PathBuf>,
