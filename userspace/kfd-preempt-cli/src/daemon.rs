@@ -242,11 +242,10 @@ fn render_latency(out: &mut String, h: &LatencyStats) {
             None => format!(">= {}", b.low_us),
         };
         // At least one mark for a non-empty bucket.
-        let marks = b
-            .count
-            .saturating_mul(BAR_WIDTH)
-            .checked_div(peak)
-            .map_or(0, |_| b.count.saturating_mul(BAR_WIDTH).div_ceil(peak));
+        let marks = match peak {
+            0 => 0,
+            _ => b.count.saturating_mul(BAR_WIDTH).div_ceil(peak),
+        };
         let bar = "#".repeat(usize::try_from(marks).unwrap_or(0));
         let _ = writeln!(out, "  {range:>18} us {:>8}  {bar}", b.count);
     }

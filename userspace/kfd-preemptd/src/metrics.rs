@@ -34,7 +34,7 @@ use std::{collections::HashSet, fmt};
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{prometheus_text, DescriptorEncoder, EncodeMetric},
+    encoding::{prometheus_text, DescriptorEncoder, EncodeMetric, MetricEncoder},
     metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
     registry::Registry,
 };
@@ -166,13 +166,26 @@ fn gauge_family<'a, L: prometheus_client::encoding::EncodeLabelSet + 'a>(
 ) -> fmt::Result {
     let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
     for (labels, value) in samples {
-        let sample = family.encode_family(&labels)?;
-        match as_integer(value) {
-            Some(n) => ConstGauge::new(n).encode(sample)?,
-            None => ConstGauge::new(value).encode(sample)?,
-        }
+        gauge_value(family.encode_family(&labels)?, value)?;
     }
     Ok(())
+}
+
+/// One gauge sample: a whole number as an integer, anything else as a
+/// float.
+fn gauge_value(sample: MetricEncoder<'_>, value: f64) -> fmt::Result {
+    match as_integer(value) {
+        Some(n) => ConstGauge::new(n).encode(sample),
+        None => ConstGauge::new(value).encode(sample),
+    }
+}
+
+/// One counter sample, as [`gauge_value`] writes a gauge's.
+fn counter_value(sample: MetricEncoder<'_>, value: f64) -> fmt::Result {
+    match as_integer(value) {
+        Some(n) => ConstCounter::new(n).encode(sample),
+        None => ConstCounter::new(value).encode(sample),
+    }
 }
 
 /// `v` if it is a whole number a `u64` holds: counts and flags are
@@ -183,11 +196,10 @@ fn as_integer(v: f64) -> Option<u64> {
 
 /// A gauge of one sample without labels.
 fn single_gauge(e: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: f64) -> fmt::Result {
-    let family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    match as_integer(value) {
-        Some(n) => ConstGauge::new(n).encode(family),
-        None => ConstGauge::new(value).encode(family),
-    }
+    gauge_value(
+        e.encode_descriptor(name, help, None, MetricType::Gauge)?,
+        value,
+    )
 }
 
 /// The histogram's buckets for the encoder, which sums them up: the count
@@ -282,12 +294,7 @@ impl Collector for Snapshot {
             let mut family = e.encode_descriptor(name, help, None, MetricType::Counter)?;
             for d in &decisions {
                 let labels = d.labels();
-                let v = value(&d.stats.counters);
-                let sample = family.encode_family(&labels)?;
-                match as_integer(v) {
-                    Some(n) => ConstCounter::new(n).encode(sample)?,
-                    None => ConstCounter::new(v).encode(sample)?,
-                }
+                counter_value(family.encode_family(&labels)?, value(&d.stats.counters))?;
             }
         }
         let mut family = e.encode_descriptor(

@@ -206,12 +206,14 @@ pub fn snapshot(
         let p = d.policy;
         let c = p.counters();
         total.add(c);
-        held_total += p.held_total(now);
+        let held = p.held_total(now);
+        held_total += held;
         latency.merge(p.latency());
         phases.merge(d.phases);
         mode = mode.max(p.mode());
+        let run = p.lower_run_in_window(now);
         if p.is_held() {
-            lower_run = lower_run.min(p.lower_run_in_window(now));
+            lower_run = lower_run.min(run);
         }
         out.push(DecisionStats {
             gpu_id: d.gpu_id,
@@ -221,10 +223,10 @@ pub fn snapshot(
             held: p.is_held(),
             watched_queues: d.watched_queues,
             lower_queues: d.lower_queues,
-            lower_run_in_window_ms: p.lower_run_in_window(now).as_secs_f64() * 1e3,
-            be_run_in_period_ms: p.lower_run_in_window(now).as_secs_f64() * 1e3,
+            lower_run_in_window_ms: run.as_secs_f64() * 1e3,
+            be_run_in_period_ms: run.as_secs_f64() * 1e3,
             idle_hysteresis_us: p.idle_hysteresis().as_micros() as u64,
-            counters: counter_stats(c, p.held_total(now)),
+            counters: counter_stats(c, held),
             reaction_latency_us: p.latency().into(),
             reaction_phases: d.phases.into(),
         });

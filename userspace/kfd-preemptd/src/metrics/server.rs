@@ -218,10 +218,19 @@ fn serve(listener: &Listener, text: &Shared, stop: &AtomicBool) {
     }
 }
 
-/// Reads one request's head, within [`REQUEST_DEADLINE`]: `Some` with the
-/// path asked for, or with `None` for a request that is not HTTP; `None`
-/// if the client closed, stalled or sent more than [`MAX_REQUEST`] bytes.
-fn read_request(c: &mut dyn Conn) -> io::Result<Option<Option<Request>>> {
+/// What a request's head asked for.
+enum Asked {
+    /// `GET /metrics`, with or without a query.
+    Metrics,
+    /// Another method or path.
+    Other,
+    /// Not an HTTP/1.x request head (of at most 32 headers).
+    NotHttp,
+}
+
+/// Reads one request's head, within [`REQUEST_DEADLINE`]; `None` if the
+/// client closed, stalled or sent more than [`MAX_REQUEST`] bytes.
+fn read_request(c: &mut dyn Conn) -> io::Result<Option<Asked>> {
     let start = Instant::now();
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
@@ -242,46 +251,39 @@ fn read_request(c: &mut dyn Conn) -> io::Result<Option<Option<Request>>> {
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(&buf) {
             Ok(httparse::Status::Complete(_)) => {
-                return Ok(Some(Some(Request {
-                    get: req.method == Some("GET"),
-                    path: req.path.unwrap_or_default().to_owned(),
-                })))
+                let path = req.path.and_then(|p| p.split('?').next());
+                return Ok(Some(
+                    if req.method == Some("GET") && path == Some("/metrics") {
+                        Asked::Metrics
+                    } else {
+                        Asked::Other
+                    },
+                ));
             }
             Ok(httparse::Status::Partial) if buf.len() <= MAX_REQUEST => {}
             Ok(httparse::Status::Partial) => return Ok(None),
-            Err(_) => return Ok(Some(None)),
+            Err(_) => return Ok(Some(Asked::NotHttp)),
         }
     }
 }
 
-/// What a request asked for.
-struct Request {
-    get: bool,
-    /// The request target, query included.
-    path: String,
-}
-
-/// The status line and body for a request (`None`: not HTTP).
-fn respond(req: Option<&Request>, text: &Shared) -> (&'static str, String) {
-    let Some(req) = req else {
-        return ("400 Bad Request", "not an HTTP request\n".to_string());
-    };
-    let path = req.path.split('?').next().unwrap_or_default();
-    if req.get && path == "/metrics" {
-        match lock(text).clone() {
+/// The status line and body for what a request asked for.
+fn respond(asked: Asked, text: &Shared) -> (&'static str, String) {
+    match asked {
+        Asked::Metrics => match lock(text).clone() {
             Some(body) => ("200 OK", body),
             None => ("503 Service Unavailable", "no statistics yet\n".to_string()),
-        }
-    } else {
-        ("404 Not Found", "not found: GET /metrics\n".to_string())
+        },
+        Asked::Other => ("404 Not Found", "not found: GET /metrics\n".to_string()),
+        Asked::NotHttp => ("400 Bad Request", "not an HTTP request\n".to_string()),
     }
 }
 
 fn answer(c: &mut dyn Conn, text: &Shared) -> io::Result<()> {
-    let Some(req) = read_request(c)? else {
+    let Some(asked) = read_request(c)? else {
         return Ok(());
     };
-    let (status, body) = respond(req.as_ref(), text);
+    let (status, body) = respond(asked, text);
     let content_type = if status.starts_with("200") {
         CONTENT_TYPE
     } else {
