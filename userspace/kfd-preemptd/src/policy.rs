@@ -3,8 +3,8 @@
 //! node against the lower levels there, `crate::daemon::decision`), feeds
 //! it [`Event`]s stamped with `CLOCK_MONOTONIC` time and carries out the
 //! [`Action`]s it returns; tests drive it with a fake clock. In this
-//! module "LC" is the decision's level ([`Role::Watched`]) and "BE" the
-//! lower levels ([`Role::Lower`]).
+//! module "LC" is the decision's level ([`Role::Watched`]), and the levels
+//! below it on the node are "the lower levels" ([`Role::Lower`]).
 //!
 //! The rules:
 //!
@@ -12,23 +12,24 @@
 //!   watched set: the ARM conditions of the decision's own file cover all
 //!   of them, so LC is busy when any of them is, idle when all are.
 //! * While LC is idle the module is armed `ANY_BUSY`. On [`Event::LcBusy`]
-//!   every BE queue is preempted in one batch (with a lease)
-//!   and the module is armed `ALL_IDLE` for the idle hysteresis; BE is
-//!   resumed only on [`Event::LcIdle`], so short gaps in LC work are the
-//!   kernel's to filter, not ours.
+//!   every lower queue is preempted in one batch (with a lease) and the
+//!   module is armed `ALL_IDLE` for the idle hysteresis; the lower levels
+//!   are resumed only on [`Event::LcIdle`], so short gaps in LC work are
+//!   the kernel's to filter, not ours.
 //! * The hysteresis is `idle_hysteresis`, or, with `idle_hysteresis_max`
 //!   above it, learnt from LC's gaps: a gap shorter than the most is
 //!   covered from then on, a longer one lets it decay back
 //!   ([`Policy::idle_hysteresis`]).
-//! * Minimum share: within each `min_share_period`, BE must run for at
-//!   least `min_share_budget`. If BE has been held so long that the rest
-//!   of the period is just its missing budget, it is resumed (a *forced*
-//!   resume) even though LC is busy, and preempted again when the period
-//!   ends. A preemption that would have to be undone at once is not made.
+//! * Minimum share: within each `min_share_period`, the lower levels must
+//!   run for at least `min_share_budget`. If they have been held so long
+//!   that the rest of the period is just their missing budget, they are
+//!   resumed (a *forced* resume) even though LC is busy, and preempted
+//!   again when the period ends. A preemption that would have to be undone
+//!   at once is not made.
 //! * While held, the lease is renewed at half its length, so a daemon that
 //!   stalls leaves nothing off for longer than one lease.
-//! * When the last LC queue goes away, BE is resumed and the module
-//!   disarmed.
+//! * When the last LC queue goes away, the lower levels are resumed and the
+//!   module disarmed.
 //!
 //! ```
 //! use std::time::Duration;
@@ -41,7 +42,7 @@
 //! p.handle(ms(0), Event::TenantAdded { pid: 20, role: Role::Lower });
 //! p.handle(ms(0), Event::TenantQueues { pid: 20, queues: 4 });
 //! let actions = p.handle(ms(5), Event::LcBusy { edge: ms(5) });
-//! assert!(matches!(actions[0], Action::PreemptBe { .. }));
+//! assert!(matches!(actions[0], Action::PreemptLower { .. }));
 //! assert!(p.is_held());
 //! ```
 
@@ -58,22 +59,22 @@ pub struct PolicyConfig {
     pub lease: Duration,
     /// The module's sampling period while armed.
     pub sample_period: Duration,
-    /// How long LC must be idle before BE is resumed (`ALL_IDLE`), at
-    /// least.
+    /// How long LC must be idle before the lower levels are resumed
+    /// (`ALL_IDLE`), at least.
     pub idle_hysteresis: Duration,
     /// The most the hysteresis grows to when LC comes back soon after
     /// going idle; `idle_hysteresis` (or less): a fixed hysteresis.
     pub idle_hysteresis_max: Duration,
     /// The minimum-share window.
     pub min_share_period: Duration,
-    /// BE's guaranteed run time per window; zero: no guarantee.
+    /// The lower levels' guaranteed run time per window; zero: no guarantee.
     pub min_share_budget: Duration,
 }
 
 /// A tenant's role in one decision (not its `[[class]]` rule, which gives
 /// it a level): a tenant of the decision's level, whose queues are
 /// watched ("LC" in this module), or of a lower level, whose queues are
-/// preempted while the level is busy ("BE").
+/// preempted while the level is busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
@@ -98,7 +99,7 @@ pub enum Event {
         role: Role,
     },
     /// A tenant's set of queues changed: for LC the queues now watched,
-    /// for BE the compute queues that a preemption would name.
+    /// for the lower levels the compute queues that a preemption would name.
     TenantQueues {
         /// Its pid.
         pid: i32,
@@ -123,14 +124,14 @@ pub enum Event {
         /// (`CLOCK_MONOTONIC`): LC went idle about the hysteresis before.
         edge: Duration,
     },
-    /// The preemption asked for by [`Action::PreemptBe`] took effect (for
+    /// The preemption asked for by [`Action::PreemptLower`] took effect (for
     /// at least one queue).
     PreemptDone {
         /// Some queues were refused for now (rate limit): retry them (by
         /// renewing the lease) after this long.
         retry_after: Option<Duration>,
     },
-    /// A renewal left some BE queues on the GPU for now (rate limit):
+    /// A renewal left some lower queues on the GPU for now (rate limit):
     /// renew again after this long.
     RenewRefused {
         /// When to renew again.
@@ -143,7 +144,7 @@ pub enum Event {
     },
 }
 
-/// Why BE is preempted.
+/// Why the lower levels are preempted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PreemptReason {
@@ -153,17 +154,18 @@ pub enum PreemptReason {
     MinShare,
     /// A failed preemption is retried.
     Retry,
-    /// BE queues appeared while LC is busy.
+    /// Lower queues appeared while LC is busy.
     NewQueues,
 }
 
-/// Why BE is resumed.
+/// Why the lower levels are resumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResumeReason {
     /// LC has been idle for the hysteresis.
     LcIdle,
-    /// BE must run now to get its minimum share (a forced resume).
+    /// The lower levels must run now to get their minimum share (a forced
+    /// resume).
     MinShare,
     /// No LC queue is left.
     LcGone,
@@ -177,7 +179,7 @@ pub enum ResumeReason {
 pub enum RenewReason {
     /// Half the lease has passed.
     Lease,
-    /// BE's queue set changed while held: the new queues are preempted by
+    /// The lower queue set changed while held: the new queues are preempted by
     /// the same call (held ones answer `Already`).
     NewQueues,
     /// Some queues were refused by the rate limit.
@@ -209,20 +211,20 @@ reason_names! {
 /// What the daemon is to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// PREEMPT every BE queue in one batch with this lease, then report
+    /// PREEMPT every lower queue in one batch with this lease, then report
     /// [`Event::PreemptDone`] or [`Event::PreemptFailed`].
-    PreemptBe {
+    PreemptLower {
         /// The lease.
         lease: Duration,
         /// Why.
         reason: PreemptReason,
     },
-    /// RESUME every BE queue in one batch.
-    ResumeBe {
+    /// RESUME every lower queue in one batch.
+    ResumeLower {
         /// Why.
         reason: ResumeReason,
     },
-    /// PREEMPT every BE queue again with this lease: held queues answer
+    /// PREEMPT every lower queue again with this lease: held queues answer
     /// `Already` and get the new lease; queues not yet held are taken off.
     RenewLease {
         /// The lease.
@@ -320,17 +322,18 @@ impl Histogram {
 /// What the policy has done so far.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Counters {
-    /// Preemptions of BE that took effect.
+    /// Preemptions of the lower levels that took effect.
     pub preemptions: u64,
     /// Preemptions that took effect for no queue.
     pub preempt_failures: u64,
-    /// Resumes of BE (forced ones included).
+    /// Resumes of the lower levels (forced ones included).
     pub resumes: u64,
     /// Resumes forced by the minimum share while LC was busy.
     pub forced_resumes: u64,
     /// Lease renewals.
     pub renewals: u64,
-    /// Time BE was held, over closed holds (see [`Policy::held_total`]).
+    /// Time the lower levels were held, over closed holds (see
+    /// [`Policy::held_total`]).
     pub held_total: Duration,
 }
 
@@ -377,7 +380,8 @@ pub struct Policy {
     /// the next busy edge measures the gap.
     idle_from: Option<Duration>,
     period_start: Duration,
-    /// BE held time within the current period, over closed holds.
+    /// Held time of the lower levels within the current period, over closed
+    /// holds.
     held_in_period: Duration,
     counters: Counters,
     latency: Histogram,
@@ -418,16 +422,16 @@ impl Policy {
         self.mode
     }
 
-    /// Whether BE is (meant to be) off the GPU.
+    /// Whether the lower levels are (meant to be) off the GPU.
     pub fn is_held(&self) -> bool {
         self.held
     }
 
-    /// Whether a BE queue made now is to be taken off the GPU: BE is held,
-    /// or LC is busy with no BE queue left to hold (a BE tenant between
-    /// destroying its only queue and making the next).
+    /// Whether a lower queue made now is to be taken off the GPU: the lower
+    /// levels are held, or LC is busy with no lower queue left to hold (a lower
+    /// tenant between destroying its only queue and making the next).
     pub fn keeps_be_off(&self) -> bool {
-        self.held || (self.mode == Mode::LcBusy && self.be_queues() == 0)
+        self.held || (self.mode == Mode::LcBusy && self.lower_queues() == 0)
     }
 
     /// The idle hysteresis the next `ALL_IDLE` asks for.
@@ -445,7 +449,7 @@ impl Policy {
         &self.latency
     }
 
-    /// Total time BE has been held, the current hold included.
+    /// Total time the lower levels have been held, the current hold included.
     pub fn held_total(&self, now: Duration) -> Duration {
         let current = if self.held {
             now.saturating_sub(self.held_since)
@@ -455,8 +459,8 @@ impl Policy {
         self.counters.held_total + current
     }
 
-    /// How long BE has run (not been held) in the current minimum-share
-    /// window up to `now`.
+    /// How long the lower levels have run (not been held) in the current
+    /// minimum-share window up to `now`.
     pub fn lower_run_in_window(&self, now: Duration) -> Duration {
         let elapsed = now.saturating_sub(self.period_start);
         elapsed.saturating_sub(self.held_in_period_total(now))
@@ -490,9 +494,9 @@ impl Policy {
     /// come before ARMs, so that a reaction is not delayed by one.
     pub fn handle(&mut self, now: Duration, event: Event) -> Vec<Action> {
         self.roll_period(now);
-        let lc_before = self.lc_queues();
+        let lc_before = self.watched_queues();
         let mut rearm = false;
-        let mut be_changed = false;
+        let mut lower_changed = false;
         match event {
             Event::Tick => {}
             Event::TenantAdded { pid, role } => {
@@ -505,7 +509,7 @@ impl Policy {
                     t.queues = queues;
                     match t.role {
                         Role::Watched => rearm |= grew,
-                        Role::Lower => be_changed = queues > 0,
+                        Role::Lower => lower_changed = queues > 0,
                     }
                 }
             }
@@ -558,7 +562,7 @@ impl Policy {
             }
         }
 
-        let lc_after = self.lc_queues();
+        let lc_after = self.watched_queues();
         if lc_after == 0 && self.mode != Mode::NoLc {
             self.mode = Mode::NoLc;
             self.pending_edge = None;
@@ -574,20 +578,21 @@ impl Policy {
         }
 
         let mut out = Vec::new();
-        self.reconcile(now, be_changed, &mut out);
+        self.reconcile(now, lower_changed, &mut out);
         if rearm {
             out.push(self.arm_action());
         }
         out
     }
 
-    /// What to do when the daemon stops: resume BE if held, disarm.
+    /// What to do when the daemon stops: resume the lower levels if held,
+    /// disarm.
     pub fn shutdown(&mut self, now: Duration) -> Vec<Action> {
         let mut out = Vec::new();
         if self.held {
             self.stop_holding(now);
             self.counters.resumes += 1;
-            out.push(Action::ResumeBe {
+            out.push(Action::ResumeLower {
                 reason: ResumeReason::Shutdown,
             });
         }
@@ -610,15 +615,15 @@ impl Policy {
         }
     }
 
-    /// Learns the hysteresis from a gap in LC's work that ended `gap`
-    /// after LC went idle. A gap the hysteresis may cover (at most
-    /// `idle_hysteresis_max`) is one where resuming BE bought it little
-    /// and cost the next LC work a whole reaction: such gaps are covered
-    /// from now on, with a quarter more for margin. A longer gap is a
-    /// resume that paid; the hysteresis decays by an eighth of its excess
-    /// towards the configured one, so that it comes back down once the
-    /// short gaps end. (Gaps the hysteresis covers are never seen: the
-    /// decay is what finds out whether they are still there.)
+    /// Learns the hysteresis from a gap in LC's work that ended `gap` after LC
+    /// went idle. A gap the hysteresis may cover (at most
+    /// `idle_hysteresis_max`) is one where resuming the lower levels bought it
+    /// little and cost the next LC work a whole reaction: such gaps are covered
+    /// from now on, with a quarter more for margin. A longer gap is a resume
+    /// that paid; the hysteresis decays by an eighth of its excess towards the
+    /// configured one, so that it comes back down once the short gaps end.
+    /// (Gaps the hysteresis covers are never seen: the decay is what finds out
+    /// whether they are still there.)
     fn learn_gap(&mut self, gap: Duration) {
         let (least, most) = (self.cfg.idle_hysteresis, self.cfg.idle_hysteresis_max);
         if most <= least {
@@ -639,45 +644,45 @@ impl Policy {
             .sum()
     }
 
-    fn lc_queues(&self) -> usize {
+    fn watched_queues(&self) -> usize {
         self.queues_of(Role::Watched)
     }
 
-    fn be_queues(&self) -> usize {
+    fn lower_queues(&self) -> usize {
         self.queues_of(Role::Lower)
     }
 
     /// Brings "held" in line with what the mode and the minimum share want.
-    fn reconcile(&mut self, now: Duration, be_changed: bool, out: &mut Vec<Action>) {
-        let be = self.be_queues();
-        let want = self.mode == Mode::LcBusy && be > 0;
+    fn reconcile(&mut self, now: Duration, lower_changed: bool, out: &mut Vec<Action>) {
+        let lower = self.lower_queues();
+        let want = self.mode == Mode::LcBusy && lower > 0;
         if !want {
-            // Nothing to react to (LC idle, or no BE queue): a preemption
+            // Nothing to react to (LC idle, or no lower queue): a preemption
             // made later is not a reaction to this edge.
             self.retry_at = None;
             self.min_share_blocked = false;
             self.pending_edge = None;
         }
         if self.held {
-            self.reconcile_held(now, be, want, be_changed, out);
+            self.reconcile_held(now, lower, want, lower_changed, out);
         } else if want {
             self.maybe_preempt(now, out);
         }
     }
 
-    /// [`Policy::reconcile`] while BE is held: resumes it (no BE queue
-    /// left, LC idle or gone, the minimum share due), or renews the lease
-    /// (new BE queues, a retry, the lease's half).
+    /// [`Policy::reconcile`] while the lower levels are held: resumes them (no
+    /// lower queue left, LC idle or gone, the minimum share due), or renews the
+    /// lease (new lower queues, a retry, the lease's half).
     fn reconcile_held(
         &mut self,
         now: Duration,
-        be: usize,
+        lower: usize,
         want: bool,
-        be_changed: bool,
+        lower_changed: bool,
         out: &mut Vec<Action>,
     ) {
-        if be == 0 {
-            // Every BE tenant exited while held: their queues are
+        if lower == 0 {
+            // Every lower tenant exited while held: their queues are
             // gone with them, so there is nothing to resume.
             self.stop_holding(now);
             return;
@@ -690,7 +695,7 @@ impl Policy {
             } else {
                 ResumeReason::LcIdle
             };
-            out.push(Action::ResumeBe { reason });
+            out.push(Action::ResumeLower { reason });
             return;
         }
         if !self.may_hold(now) {
@@ -698,12 +703,12 @@ impl Policy {
             self.counters.resumes += 1;
             self.counters.forced_resumes += 1;
             self.min_share_blocked = true;
-            out.push(Action::ResumeBe {
+            out.push(Action::ResumeLower {
                 reason: ResumeReason::MinShare,
             });
             return;
         }
-        let reason = if be_changed {
+        let reason = if lower_changed {
             Some(RenewReason::NewQueues)
         } else if now >= self.renew_at && self.renew_is_retry {
             Some(RenewReason::Retry)
@@ -725,7 +730,7 @@ impl Policy {
         }
     }
 
-    /// [`Policy::reconcile`] when LC is busy with BE queues not held:
+    /// [`Policy::reconcile`] when LC is busy with lower queues not held:
     /// preempts them, unless the minimum share forbids it or a retry is
     /// not due yet.
     fn maybe_preempt(&mut self, now: Duration, out: &mut Vec<Action>) {
@@ -755,7 +760,7 @@ impl Policy {
         self.held_since = now;
         self.renew_at = now + self.cfg.lease / 2;
         self.renew_is_retry = false;
-        out.push(Action::PreemptBe {
+        out.push(Action::PreemptLower {
             lease: self.cfg.lease,
             reason,
         });
@@ -795,15 +800,15 @@ impl Policy {
         self.held_in_period + current
     }
 
-    /// BE's budget still missing in this window.
+    /// The lower levels' budget still missing in this window.
     fn needed(&self, now: Duration) -> Duration {
         self.cfg
             .min_share_budget
             .saturating_sub(self.lower_run_in_window(now))
     }
 
-    /// Whether BE may be (or stay) held at `now`: the rest of the window
-    /// is longer than the budget BE still misses.
+    /// Whether the lower levels may be (or stay) held at `now`: the rest of the
+    /// window is longer than the budget they still miss.
     fn may_hold(&self, now: Duration) -> bool {
         if self.cfg.min_share_budget.is_zero() {
             return true;
@@ -812,8 +817,8 @@ impl Policy {
         remaining > self.needed(now)
     }
 
-    /// While held, BE's run time is frozen, so the forced resume falls
-    /// where the rest of the window equals the missing budget.
+    /// While held, the lower levels' run time is frozen, so the forced resume
+    /// falls where the rest of the window equals the missing budget.
     fn forced_resume_at(&self, now: Duration) -> Duration {
         self.period_end().saturating_sub(self.needed(now))
     }
@@ -890,10 +895,10 @@ mod tests {
     }
 
     fn has_preempt(a: &[Action]) -> bool {
-        a.iter().any(|a| matches!(a, Action::PreemptBe { .. }))
+        a.iter().any(|a| matches!(a, Action::PreemptLower { .. }))
     }
     fn has_resume(a: &[Action]) -> bool {
-        a.iter().any(|a| matches!(a, Action::ResumeBe { .. }))
+        a.iter().any(|a| matches!(a, Action::ResumeLower { .. }))
     }
     fn has_renew(a: &[Action]) -> bool {
         a.iter().any(|a| matches!(a, Action::RenewLease { .. }))
@@ -935,7 +940,7 @@ mod tests {
         assert_eq!(
             a,
             vec![
-                Action::PreemptBe {
+                Action::PreemptLower {
                     lease: ms(200),
                     reason: PreemptReason::LcBusy
                 },
@@ -970,7 +975,7 @@ mod tests {
         assert_eq!(
             a,
             vec![
-                Action::ResumeBe {
+                Action::ResumeLower {
                     reason: ResumeReason::LcIdle
                 },
                 Action::ArmAnyBusy { period: us(50) },
@@ -1119,14 +1124,14 @@ mod tests {
         loop {
             for a in actions.clone() {
                 match a {
-                    Action::PreemptBe { .. } => {
+                    Action::PreemptLower { .. } => {
                         assert!(running, "preempted twice");
                         credit(since, now, &mut per_period);
                         running = false;
                         let more = p.handle(now, Event::PreemptDone { retry_after: None });
                         assert!(more.is_empty(), "{more:?}");
                     }
-                    Action::ResumeBe { reason } => {
+                    Action::ResumeLower { reason } => {
                         assert_eq!(reason, ResumeReason::MinShare);
                         assert!(!running, "resumed twice");
                         since = now;
@@ -1186,7 +1191,7 @@ mod tests {
         let a = p.handle(ms(901), Event::Tick);
         assert_eq!(
             a,
-            vec![Action::ResumeBe {
+            vec![Action::ResumeLower {
                 reason: ResumeReason::MinShare
             }]
         );
@@ -1203,7 +1208,7 @@ mod tests {
         let a = p.handle(ms(1000), Event::Tick);
         assert_eq!(
             a,
-            vec![Action::PreemptBe {
+            vec![Action::PreemptLower {
                 lease: ms(200),
                 reason: PreemptReason::MinShare
             }]
@@ -1332,7 +1337,7 @@ mod tests {
         assert_eq!(
             a,
             vec![
-                Action::ResumeBe {
+                Action::ResumeLower {
                     reason: ResumeReason::LcGone
                 },
                 Action::Disarm
@@ -1394,7 +1399,7 @@ mod tests {
         let a = p.handle(ms(3), Event::TenantQueues { pid: BE, queues: 2 });
         assert_eq!(
             a,
-            vec![Action::PreemptBe {
+            vec![Action::PreemptLower {
                 lease: ms(200),
                 reason: PreemptReason::NewQueues
             }]
@@ -1418,7 +1423,7 @@ mod tests {
         let a = p.handle(ms(6), Event::Tick);
         assert_eq!(
             a,
-            vec![Action::PreemptBe {
+            vec![Action::PreemptLower {
                 lease: ms(200),
                 reason: PreemptReason::Retry
             }]
@@ -1494,7 +1499,7 @@ mod tests {
         assert_eq!(
             p.shutdown(ms(9)),
             vec![
-                Action::ResumeBe {
+                Action::ResumeLower {
                     reason: ResumeReason::Shutdown
                 },
                 Action::Disarm

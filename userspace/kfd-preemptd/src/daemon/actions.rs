@@ -49,7 +49,7 @@ impl PreemptSummary {
         s
     }
 
-    /// The event to feed the policy after a PreemptBe batch: held if any
+    /// The event to feed the policy after a PreemptLower batch: held if any
     /// entry took; retried after `retry_delay` for rate-limited entries,
     /// after `slow_retry` if every entry failed otherwise.
     pub fn feedback(&self, retry_delay: Duration, slow_retry: Duration) -> Event {
@@ -104,7 +104,7 @@ impl<B: Backend> Daemon<'_, B> {
         let mut queue: VecDeque<(DecisionKey, Action)> = actions.into();
         while !queue.is_empty() {
             let (batch, rest): (Vec<_>, Vec<_>) = queue.drain(..).partition(|(_, a)| {
-                matches!(a, Action::PreemptBe { .. } | Action::RenewLease { .. })
+                matches!(a, Action::PreemptLower { .. } | Action::RenewLease { .. })
             });
             queue = rest.into();
             let followups = if batch.is_empty() {
@@ -130,11 +130,11 @@ impl<B: Backend> Daemon<'_, B> {
         action: Action,
     ) -> Option<(DecisionKey, Duration, Event)> {
         match action {
-            Action::PreemptBe { .. } | Action::RenewLease { .. } => {
+            Action::PreemptLower { .. } | Action::RenewLease { .. } => {
                 let out = self.preempt_batch(vec![(key, action)]);
                 out.into_iter().next()
             }
-            Action::ResumeBe { reason } => {
+            Action::ResumeLower { reason } => {
                 self.resume(key, reason);
                 None
             }
@@ -166,7 +166,7 @@ impl<B: Backend> Daemon<'_, B> {
         let mut wanted: Vec<(DecisionKey, Ask, Vec<QueueRef>)> = Vec::new();
         for (key, action) in asks {
             let ask = match action {
-                Action::PreemptBe { reason, .. } => Ask::Preempt(reason),
+                Action::PreemptLower { reason, .. } => Ask::Preempt(reason),
                 Action::RenewLease { reason, .. } => Ask::Renew(reason),
                 _ => continue,
             };
