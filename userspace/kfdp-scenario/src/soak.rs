@@ -159,6 +159,22 @@ struct Life {
     listed: Option<u64>,
 }
 
+/// A latency-critical queue seen with work at every look since `since`.
+#[derive(Clone, Copy)]
+struct Busy {
+    /// The check that first saw this work, ns.
+    since: u64,
+    /// Its write index then: the work is unfinished while the read index
+    /// is below it.
+    write_then: u64,
+    /// Looks that found the same work unfinished, and the last one's
+    /// time (ns) and indices: what a hold violation prints.
+    looks: u32,
+    last_at: u64,
+    last_read: u64,
+    last_write: u64,
+}
+
 struct Soak<'a> {
     args: &'a SoakArgs,
     dev: Device,
@@ -173,10 +189,10 @@ struct Soak<'a> {
     events_at: u64,
     recent: VecDeque<String>,
     report: SoakReport,
-    /// Per latency-critical queue (and ring) with work: since when, ns,
-    /// and its write index then. The queue has had work all along for as
+    /// Per latency-critical queue (and ring) with work: since when and
+    /// its write index then. The queue has had work all along for as
     /// long as its read index stays below that write index.
-    busy_since: HashMap<(QueueRef, u64), (u64, u64)>,
+    busy_since: HashMap<(QueueRef, u64), Busy>,
     /// When each (handle, node, id, ring) was first seen, ns.
     first_seen: HashMap<(QueueRef, u64), u64>,
     /// When each zoo process last made a queue of an id, ns (its events):
@@ -417,7 +433,7 @@ impl<'a> Soak<'a> {
     fn check(&mut self) {
         self.report.checks += 1;
         let now = now_ns();
-        let mut lower: Vec<(QueueInfo, u64, i32)> = Vec::new();
+        let mut lower: Vec<(QueueInfo, u64, i32, u64)> = Vec::new();
         let mut lc_queues: Vec<(QueueRef, u64)> = Vec::new();
         let mut lc_pids: HashMap<QueueRef, i32> = HashMap::new();
         let pids: Vec<i32> = self.zoo.keys().copied().collect();
@@ -435,6 +451,7 @@ impl<'a> Soak<'a> {
             let Ok(queues) = self.dev.query(h, None) else {
                 continue;
             };
+            let queried_at = now_ns();
             for q in queues {
                 let key = (q.queue_ref(), q.ring_base_address);
                 let made = self.made.get(&(pid, q.queue_id)).copied().unwrap_or(0);
@@ -465,7 +482,7 @@ impl<'a> Soak<'a> {
                     lc_queues.push(key);
                     lc_pids.insert(key.0, pid);
                 } else {
-                    lower.push((q, seen, pid));
+                    lower.push((q, seen, pid, queried_at));
                 }
             }
         }
@@ -473,6 +490,7 @@ impl<'a> Soak<'a> {
         let Ok(sample) = self.dev.sample() else {
             return;
         };
+        let sampled_at = now_ns();
         let bound = self.args.bound_ms * 1_000_000;
         let busy_since = self.busy_since(&sample.queues, now);
         // Per node, since when one of its latency-critical queues has had
@@ -480,8 +498,8 @@ impl<'a> Soak<'a> {
         // and an idle gap between two requests, which the daemon rightly
         // answers by resuming, may fall between two looks.
         // Per node: since when, and which queue (pid, id, ring).
-        let mut pending_since: HashMap<u32, (u64, (i32, u32, u64))> = HashMap::new();
-        for (key, since) in busy_since {
+        let mut pending_since: HashMap<u32, (Busy, (i32, u32, u64))> = HashMap::new();
+        for (key, busy) in busy_since {
             // Demand of a queue known for the bound already, of a process
             // the daemon has listed for as long: a queue younger than that
             // may not be found yet.
@@ -501,16 +519,17 @@ impl<'a> Soak<'a> {
             if known {
                 let pid = lc_pids.get(&key.0).copied().unwrap_or(0);
                 let who = (pid, key.0.queue_id, key.1);
-                let at = pending_since.entry(key.0.gpu_id).or_insert((since, who));
-                if since < at.0 {
-                    *at = (since, who);
+                let at = pending_since.entry(key.0.gpu_id).or_insert((busy, who));
+                if busy.since < at.0.since {
+                    *at = (busy, who);
                 }
             }
         }
-        for (q, seen, pid) in lower {
-            let Some(&(since, (lc_pid, lc_id, lc_ring))) = pending_since.get(&q.gpu_id) else {
+        for (q, seen, pid, queried_at) in lower {
+            let Some(&(busy, (lc_pid, lc_id, lc_ring))) = pending_since.get(&q.gpu_id) else {
                 continue;
             };
+            let since = busy.since;
             // A best-effort process is judged, too, from when the daemon
             // listed it.
             let listed = self.listed_for(pid, now, bound);
@@ -520,19 +539,31 @@ impl<'a> Soak<'a> {
                 self.violation(
                     "hold",
                     format!(
-                        "gpu {:#x}: latency-critical work pending for {ms} ms (queue {lc_id} of pid {lc_pid}, ring {lc_ring:#x}), best-effort queue {} of pid {pid} (handle {}, ring {:#x}, seen {} ms ago) still on the node",
+                        "gpu {:#x}: latency-critical work pending for {ms} ms (queue {lc_id} of pid {lc_pid}, ring {lc_ring:#x}; first seen at {} ms up to write index {}, {} looks since, the last at {} ms read {} write {}), best-effort queue {} of pid {pid} (handle {}, ring {:#x}, seen {} ms ago, active when queried at {} ms) still on the node; the check began at {} ms, sampled at {} ms",
                         q.gpu_id,
+                        busy.since / 1_000_000,
+                        busy.write_then,
+                        busy.looks,
+                        busy.last_at / 1_000_000,
+                        busy.last_read,
+                        busy.last_write,
                         q.queue_id,
                         q.handle.0,
                         q.ring_base_address,
-                        (now - seen) / 1_000_000
+                        (now - seen) / 1_000_000,
+                        queried_at / 1_000_000,
+                        now / 1_000_000,
+                        sampled_at / 1_000_000,
                     ),
                 );
                 // Once per episode: the node's queues count from now.
-                pending_since.insert(q.gpu_id, (now, (lc_pid, lc_id, lc_ring)));
+                pending_since.insert(
+                    q.gpu_id,
+                    (Busy { since: now, ..busy }, (lc_pid, lc_id, lc_ring)),
+                );
                 for ((lc, _), at) in self.busy_since.iter_mut() {
                     if lc.gpu_id == q.gpu_id {
-                        at.0 = now;
+                        at.since = now;
                     }
                 }
             }
@@ -556,17 +587,30 @@ impl<'a> Soak<'a> {
         &mut self,
         sample: &[kfd_preempt::Activity],
         now: u64,
-    ) -> Vec<((QueueRef, u64), u64)> {
+    ) -> Vec<((QueueRef, u64), Busy)> {
         let mut busy = Vec::new();
         let mut kept = HashMap::new();
         for a in sample.iter().filter(|a| a.pending && !a.gone) {
             let key = (a.queue, self.watched.get(&a.queue).copied().unwrap_or(0));
-            let start = match self.busy_since.get(&key) {
-                Some(&(t, w)) if a.read_index < w => (t, w),
-                _ => (now, a.write_index),
+            let mut start = match self.busy_since.get(&key) {
+                Some(b) if a.read_index < b.write_then => Busy {
+                    looks: b.looks + 1,
+                    ..*b
+                },
+                _ => Busy {
+                    since: now,
+                    write_then: a.write_index,
+                    looks: 1,
+                    last_at: now,
+                    last_read: a.read_index,
+                    last_write: a.write_index,
+                },
             };
+            start.last_at = now;
+            start.last_read = a.read_index;
+            start.last_write = a.write_index;
             kept.insert(key, start);
-            busy.push((key, start.0));
+            busy.push((key, start));
         }
         self.busy_since = kept;
         busy
