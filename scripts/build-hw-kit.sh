@@ -11,7 +11,7 @@ make -s -C "$KFDP_ROOT/tests/hw" OUTPUT="$KFDP_ROOT/out/hw" \
 	KSFT_DIR="$(kfdp_kernel_src_dir)/tools/testing/selftests" all
 # The kit's runner, on PATH in the VM, and its dry run as a kselftest.
 install -m 0755 "$KFDP_ROOT/tests/hw/run-kit.sh" "$KFDP_ROOT/out/hw/bin/kfdp-hw-run"
-install -D -m 0644 "$KFDP_ROOT/tests/lib/ktap.sh" "$KFDP_ROOT/out/hw/lib/ktap.sh"
+install -D -m 0644 -t "$KFDP_ROOT/out/hw/lib" "$KFDP_ROOT"/tests/lib/*.sh
 mkdir -p "$KFDP_ROOT/out/kselftest"
 install -m 0755 "$KFDP_ROOT/tests/hw/dry_run_test.sh" "$KFDP_ROOT/out/kselftest/hw_kit_dry_run"
 install -m 0755 "$KFDP_ROOT/out/hw/hw_test" "$KFDP_ROOT/out/kselftest/hw_test"

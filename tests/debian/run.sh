@@ -188,7 +188,7 @@ if [ -d "$KFDP_ROOT/out/hw/bin" ]; then
 fi
 install -m 0755 "$here/guest-run" "$root/kfdp/guest-run"
 install -m 0755 "$here/amdgpu_dkms_standin_test.sh" "$root/kfdp/amdgpu_dkms_standin_test.sh"
-install -D -m 0644 "$KFDP_ROOT/tests/lib/ktap.sh" "$root/kfdp/lib/ktap.sh"
+install -D -m 0644 -t "$root/kfdp/lib" "$KFDP_ROOT"/tests/lib/*.sh
 install -m 0644 "$here/kfdp-debian-test.service" "$root/etc/systemd/system/"
 ln -sf ../kfdp-debian-test.service "$root/etc/systemd/system/multi-user.target.wants/"
 echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$root/etc/fstab"

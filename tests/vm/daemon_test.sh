@@ -8,10 +8,11 @@
 # when the daemon stalls; SIGKILL at random points leaves nothing
 # preempted (QUERY through `kfd-preempt list` and the simulated node's
 # counters), and a restarted daemon works. KTAP.
-for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
-	[ -f "$ktap" ] && break
+for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
+	[ -f "$lib/scenario.sh" ] && break
 done
-. "$ktap"
+. "$lib/ktap.sh"
+. "$lib/scenario.sh"
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 # Queues suspended on the simulated nodes, by anyone.
 suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
@@ -21,15 +22,6 @@ suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
 held() {
 	kfd-preempt list "$1" >$W/list.out 2>/dev/null || return 1
 	awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' $W/list.out
-}
-# Waits up to $2 tenths of a second for `$1` to succeed.
-until_true() {
-	i=0
-	until eval "$1"; do
-		i=$((i + 1))
-		[ $i -gt "$2" ] && return 1
-		sleep 0.1
-	done
 }
 W=/tmp/daemon_test
 rm -rf $W && mkdir -p $W && cd $W || exit 1
@@ -41,33 +33,13 @@ if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
 fi
 ktap_plan 13
 
+# The scenarios' configuration, scanning every 100 ms and sampling every
+# 50 us, from an ordinary thread (no fifo_priority), with a third class
+# chosen by the tenant's name.
 config() { # hysteresis_us lease_ms
-	cat <<EOF
-[daemon]
-tenants = "sim"
-scan_interval_ms = 100
-sample_period_us = 50
-idle_hysteresis_us = $1
-lease_ms = $2
-min_share_period_ms = 1000
-min_share_budget_ms = 100
-stats_path = "$W/stats.json"
-
-[[class]]
-name = "inference"
-priority = "latency-critical"
-env = "latency-critical"
-
-[[class]]
-name = "training"
-priority = "best-effort"
-env = "best-effort"
-
-[[class]]
-name = "batch"
-priority = "best-effort"
-comm = "kfdp-batch"
-EOF
+	daemon_config "$W/stats.json" scan_interval_ms=100 sample_period_us=50 \
+		idle_hysteresis_us="$1" lease_ms="$2" fifo_priority=
+	printf '\n[[class]]\nname = "batch"\npriority = "best-effort"\ncomm = "kfdp-batch"\n'
 }
 
 # The BE and LC tenants live through every case below, which kill them
@@ -87,7 +59,7 @@ KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --work-ms 50 --duration-s $TENANT
 	--out be.json --ready-file be.ready >/dev/null 2>&1 &
 be=$!
 until_true "[ -e be.ready ]" 50
-config 1000 200 | sed 's/lease_ms = 200/lease_ms = 0/' >bad.toml
+config 1000 0 >bad.toml
 kfd-preemptd --config bad.toml >bad.out 2>&1
 rc=$?
 sed 's/^/# /' bad.out

@@ -10,12 +10,10 @@
 # outstanding, looked at every 100 ms: sixteen of them must leave the VM's
 # CPU to the rest, and one not scheduled for half a second, as happens in
 # the debug VM, must still not leave its node idle; eight on the nodes
-# without LC work, whose check is that the daemon leaves their node alone;
-# two CI runs scored such a node 0.962 of alone against 0.97, which was
-# the tenant miscounting, since fixed in kfdp-scenario be); each measured
-# alone
-# (the LC tenants together, then the BE tenants together: every tenant is alone on its node), all together
-# without a daemon, and all together under kfd-preemptd. The simulated
+# without LC work, whose check is that the daemon leaves their node alone);
+# each measured alone (the LC tenants together, then the BE tenants
+# together: every tenant is alone on its node), all together without a
+# daemon, and all together under kfd-preemptd. The simulated
 # node counts the queues each node had preempted and logs, on its own
 # clock, the doorbell each preemption answered. The LC tenants run at nice
 # -10 in every mode, as a serving process would be given the CPU: with
@@ -43,17 +41,11 @@ SIM=/sys/kernel/debug/kfd_preempt/sim
 W=/tmp/host-scenario
 rm -rf $W && mkdir -p $W && cd $W || exit 1
 
-# Waits until every file named exists (at most 20 s).
-await() {
-	i=0
-	for f in "$@"; do
-		while [ ! -e "$f" ]; do
-			i=$((i + 1))
-			[ $i -gt 200 ] && { echo "# timed out waiting for $f"; return 1; }
-			sleep 0.1
-		done
-	done
-}
+for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
+	[ -f "$lib/scenario.sh" ] && break
+done
+. "$lib/scenario.sh"
+DURATION=$D
 
 # One scrape of the daemon's metrics and its statistics from the same
 # snapshot (a write comes every second: retried until the two match), for
@@ -79,98 +71,86 @@ timer_irqs() {
 	awk '/^ *LOC:/ { n = 1; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i } END { if (n) print s }' /proc/interrupts
 }
 
-# Starts the tenants of one mode, lets them measure the same window, waits.
-run() { # mode lc? be?
-	mode=$1 want_lc=$2 want_be=$3
-	label=$mode
-	[ "$mode" = alone ] && { [ "$want_lc" = 1 ] && label=alone_lc || label=alone_be; }
-	rm -f go
-	pids= ready=
-	if [ "$want_be" = 1 ]; then
+start_tenants() { # mode lc be
+	mode=$1 label=$1
+	[ "$mode" = alone ] && { [ "$2" = 1 ] && label=alone_lc || label=alone_be; }
+	if [ "$3" = 1 ]; then
 		n=0
 		while [ $n -lt "$NODES" ]; do
 			depth=$BE_DEPTH_ALONE
 			[ $n -le $SEQ_NODE ] && depth=$BE_DEPTH_LC
-			KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node $n --work-ms $BE_MS \
-				--depth $depth --poll-ms 100 --duration-s "$D" --out "be_${mode}_n$n.json" \
-				--ready-file "be_${mode}_n$n.ready" --go-file go &
-			pids="$pids $!" ready="$ready be_${mode}_n$n.ready"
+			tenant "be_${mode}_n$n.ready" env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be \
+				--node $n --work-ms $BE_MS --depth $depth --poll-ms 100 --duration-s "$D" \
+				--out "be_${mode}_n$n.json"
 			n=$((n + 1))
 		done
 	fi
-	if [ "$want_lc" = 1 ]; then
-		for n in $LC_NODES; do
-			KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $n --rate 20 \
-				--chain 3 --work-ms 5 --duration-s "$D" --seed $((SEED + n)) \
-				--out "lc_${mode}_n$n.json" --ready-file "lc_${mode}_n$n.ready" --go-file go &
-			renice -n $LC_NICE -p $! >/dev/null
-			pids="$pids $!" ready="$ready lc_${mode}_n$n.ready"
-		done
-		# Short, frequent requests: one 2 ms dispatch, 50 a second.
-		KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $SHORT_NODE --rate 50 \
-			--chain 1 --work-ms 2 --duration-s "$D" --seed $((SEED + 100)) \
-			--out "lc_${mode}_n$SHORT_NODE.json" --ready-file "lc_${mode}_n$SHORT_NODE.ready" \
-			--go-file go &
-		renice -n $LC_NICE -p $! >/dev/null
-		pids="$pids $!" ready="$ready lc_${mode}_n$SHORT_NODE.ready"
-		# Requests of three 3 ms dispatches, each submitted 2 ms after the
-		# one before it ended, 10 a second.
-		KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node $SEQ_NODE --rate 10 \
-			--chain 3 --work-ms 3 --gap-ms 2 --duration-s "$D" --seed $((SEED + 200)) \
-			--out "lc_${mode}_n$SEQ_NODE.json" --ready-file "lc_${mode}_n$SEQ_NODE.ready" \
-			--go-file go &
-		renice -n $LC_NICE -p $! >/dev/null
-		pids="$pids $!" ready="$ready lc_${mode}_n$SEQ_NODE.ready"
-	fi
-	# shellcheck disable=SC2086 # one file name per word
-	await $ready || return 1
-	if [ -n "$DAEMON_PID" ]; then
-		# The daemon attached every tenant and made its decisions.
-		want=$(( $(echo $LC_NODES | wc -w) + 2 ))
-		i=0
-		# (no python in the VM: the pretty-printed JSON has one tenant per
-		# "class" line, one watching decision per non-zero watched_queues)
-		until [ -e preemptd.json ] &&
-			[ "$(grep -c '"class":' preemptd.json)" -eq $((NODES + want)) ] &&
-			[ "$(grep -c '"watched_queues": [1-9]' preemptd.json)" -eq $want ]; do
-			i=$((i + 1))
-			[ $i -gt 600 ] && { echo "# the daemon did not pick the tenants up"; return 1; }
-			sleep 0.1
-		done
-		echo "# the daemon picked the tenants up (${i} polls; its CPU ticks so far: $(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat))"
-		for f in $SIM/node*/preempt_log; do echo >"$f"; done
-		n=0
-		while [ $n -lt "$NODES" ]; do
-			cat $SIM/node$n/suspended_queues >"suspended_before_n$n"
-			n=$((n + 1))
-		done
-		cpu_before=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
-	fi
-	echo "# mode $mode: measuring for ${D}s"
+	[ "$2" = 1 ] || return 0
+	for n in $LC_NODES; do
+		lc_tenant $n --rate 20 --chain 3 --work-ms 5 --seed $((SEED + n))
+	done
+	# Short, frequent requests: one 2 ms dispatch, 50 a second.
+	lc_tenant $SHORT_NODE --rate 50 --chain 1 --work-ms 2 --seed $((SEED + 100))
+	# Requests of three 3 ms dispatches, each submitted 2 ms after the
+	# one before it ended, 10 a second.
+	lc_tenant $SEQ_NODE --rate 10 --chain 3 --work-ms 3 --gap-ms 2 --seed $((SEED + 200))
+}
+
+lc_tenant() { # node kfdp-scenario-lc-options...
+	node=$1
+	shift
+	tenant "lc_${mode}_n$node.ready" env KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc \
+		--node "$node" --duration-s "$D" --out "lc_${mode}_n$node.json" "$@"
+	renice -n $LC_NICE -p "$TENANT_LAST" >/dev/null
+}
+
+# The daemon attached every tenant and made its decisions; the simulated
+# nodes' counts start from here.
+daemon_ready() {
+	want=$(($(echo $LC_NODES | wc -w) + 2))
+	# (no python in the VM: the pretty-printed JSON has one tenant per
+	# "class" line, one watching decision per non-zero watched_queues)
+	until_true '[ -e preemptd.json ] &&
+		[ "$(grep -c "\"class\":" preemptd.json)" -eq $((NODES + want)) ] &&
+		[ "$(grep -c "\"watched_queues\": [1-9]" preemptd.json)" -eq $want ]' 600 ||
+		{ echo "# the daemon did not pick the tenants up"; return 1; }
+	echo "# the daemon picked the tenants up (its CPU ticks so far: $(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat))"
+	for f in $SIM/node*/preempt_log; do echo >"$f"; done
+	n=0
+	while [ $n -lt "$NODES" ]; do
+		cat $SIM/node$n/suspended_queues >"suspended_before_n$n"
+		n=$((n + 1))
+	done
+	cpu_before=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
+}
+
+before_go() {
 	start=$(cut -d" " -f1 /proc/uptime)
 	irqs_before=$(timer_irqs)
-	touch go
+}
+
+# Halfway through the daemon's run, while every tenant is attached.
+while_measuring() {
 	if [ -n "$DAEMON_PID" ]; then
 		sleep $((D / 2))
 		capture_metrics
 	fi
-	for p in $pids; do
-		wait "$p" || return 1
-	done
+}
+
+after_measuring() {
 	end=$(cut -d" " -f1 /proc/uptime)
 	echo "$irqs_before $(timer_irqs) $start $end" >"timer_irqs_$label"
-	if [ -n "$DAEMON_PID" ]; then
-		cpu_after=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
-		# /proc/PID/stat counts USER_HZ ticks, 100 a second on Linux.
-		echo "$cpu_before $cpu_after 100 $start $end" >daemon_cpu
-		n=0
-		while [ $n -lt "$NODES" ]; do
-			echo $(( $(cat $SIM/node$n/suspended_queues) - $(cat suspended_before_n$n) )) \
-				>"suspended_n$n"
-			cat $SIM/node$n/preempt_log >"preempt_log_n$n"
-			n=$((n + 1))
-		done
-	fi
+	[ -n "$DAEMON_PID" ] || return 0
+	cpu_after=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
+	# /proc/PID/stat counts USER_HZ ticks, 100 a second on Linux.
+	echo "$cpu_before $cpu_after 100 $start $end" >daemon_cpu
+	n=0
+	while [ $n -lt "$NODES" ]; do
+		echo $(($(cat $SIM/node$n/suspended_queues) - $(cat suspended_before_n$n))) \
+			>"suspended_n$n"
+		cat $SIM/node$n/preempt_log >"preempt_log_n$n"
+		n=$((n + 1))
+	done
 }
 
 [ -d $SIM/node$((NODES - 1)) ] || { echo "# the module has fewer than $NODES simulated nodes"; exit 1; }
@@ -178,52 +158,24 @@ run() { # mode lc? be?
 # The CPUs every tenant and the daemon share (tests/vm/run --cpus).
 grep -c '^processor' /proc/cpuinfo >cpus
 echo "# the VM's CPUs: $(cat cpus)"
-DAEMON_PID=
-run alone 1 0 || exit 1
-run alone 0 1 || exit 1
-run together 1 1 || exit 1
+run_mode alone 1 0 || exit 1
+run_mode alone 0 1 || exit 1
+run_mode together 1 1 || exit 1
 
 # Sampling every 1 ms, not 200 us: each armed decision's sampler ticks in
 # a timer interrupt, which costs the VM's one CPU tens of microseconds
 # (a host's, one or two), taken from whichever tenant it interrupts.
-# Measured on the bench kernel: the daemon's share of the interrupts fell
-# from about 1200 to 300-570 a second and LC submissions' P99 under the daemon
-# from 9-18 ms to 8-9 ms in two runs (15 ms in a third), for 0.3 ms more
-# reaction at the median.
-cat >preemptd.toml <<EOT
-[daemon]
-tenants = "sim"
-scan_interval_ms = 1000
-sample_period_us = 1000
-idle_hysteresis_us = 1000
-lease_ms = 1000
-fifo_priority = 10
-min_share_period_ms = 1000
-min_share_budget_ms = 100
-stats_path = "$W/preemptd.json"
-metrics = "unix:$W/metrics.sock"
-
 # Only node 3's requests return to the host between their dispatches: its
 # decision learns its hysteresis; the others keep 1 ms (learning from the
 # random gaps between Poisson requests would cost their BE, for a reaction
 # of about a millisecond saved).
-[[node]]
-gpu_id = $((0x5100 + SEQ_NODE))
-idle_hysteresis_max_us = ${IDLE_MAX_US:-10000}
-
-[[class]]
-name = "inference"
-priority = "latency-critical"
-env = "latency-critical"
-
-[[class]]
-name = "training"
-priority = "best-effort"
-env = "best-effort"
-EOT
-kfd-preemptd --config preemptd.toml 2>preemptd.log &
-DAEMON_PID=$!
-run daemon 1 1 || { sed "s/^/# /" preemptd.log | tail -80; cat preemptd.json | sed "s/^/# /"; exit 1; }
+{
+	daemon_config "$W/preemptd.json" "metrics=\"unix:$W/metrics.sock\""
+	printf '\n[[node]]\ngpu_id = %d\nidle_hysteresis_max_us = %d\n' \
+		$((0x5100 + SEQ_NODE)) "${IDLE_MAX_US:-10000}"
+} >preemptd.toml
+daemon_start preemptd.toml preemptd.log
+run_mode daemon 1 1 || { sed "s/^/# /" preemptd.log | tail -80; sed "s/^/# /" preemptd.json; exit 1; }
 cp preemptd.json preemptd_run.json
 echo "=== kfdp-scenario metrics begin ==="
 cat metrics.txt
@@ -232,9 +184,7 @@ echo "=== kfdp-scenario metrics-stats begin ==="
 cat metrics-stats.json
 echo "=== kfdp-scenario metrics-stats end ==="
 kfd-preempt daemon --stats $W/preemptd.json | sed 's/^/# /'
-kill -TERM "$DAEMON_PID"
-wait "$DAEMON_PID"
-echo "# kfd-preemptd exited with $?"
+daemon_stop
 grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
 
 # Into a file, then shown: the exit status is the report's (a pipe to tee

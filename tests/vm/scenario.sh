@@ -21,94 +21,44 @@ RATE=${RATE:-20} CHAIN=${CHAIN:-3} LC_MS=${LC_MS:-5} BE_MS=${BE_MS:-250} SEED=${
 W=/tmp/scenario
 rm -rf $W && mkdir -p $W && cd $W || exit 1
 
-lc() { kfdp-scenario lc --node 0 --rate "$RATE" --chain "$CHAIN" --work-ms "$LC_MS" \
-	--duration-s "$D" --seed "$SEED" "$@"; }
-be() { kfdp-scenario be --node 0 --work-ms "$BE_MS" --depth 1 --duration-s "$D" "$@"; }
+for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
+	[ -f "$lib/scenario.sh" ] && break
+done
+. "$lib/scenario.sh"
+DURATION=$D
 
-# Waits until every file named exists (at most 10 s).
-await() {
-	i=0
-	for f in "$@"; do
-		while [ ! -e "$f" ]; do
-			i=$((i + 1))
-			[ $i -gt 100 ] && { echo "# timed out waiting for $f"; return 1; }
-			sleep 0.1
-		done
-	done
+start_tenants() { # mode lc be
+	if [ "$3" = 1 ]; then
+		tenant "be_$1.ready" env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node 0 \
+			--work-ms "$BE_MS" --depth 1 --duration-s "$D" --out "be_$1.json"
+	fi
+	if [ "$2" = 1 ]; then
+		tenant "lc_$1.ready" env KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc --node 0 \
+			--rate "$RATE" --chain "$CHAIN" --work-ms "$LC_MS" --duration-s "$D" \
+			--seed "$SEED" --out "lc_$1.json"
+	fi
 }
 
-# Starts the tenants of one mode, lets them measure the same window, waits.
-run() { # mode lc? be? [env...]
-	mode=$1 want_lc=$2 want_be=$3
-	rm -f go
-	pids=
-	set --
-	if [ "$want_be" = 1 ]; then
-		KFD_PREEMPT_CLASS=best-effort be --out "be_$mode.json" --ready-file "be_$mode.ready" \
-			--go-file go &
-		pids="$pids $!"
-		set -- "$@" "be_$mode.ready"
-	fi
-	if [ "$want_lc" = 1 ]; then
-		KFD_PREEMPT_CLASS=latency-critical lc --out "lc_$mode.json" \
-			--ready-file "lc_$mode.ready" --go-file go &
-		pids="$pids $!"
-		set -- "$@" "lc_$mode.ready"
-	fi
-	await "$@" || return 1
-	if [ -n "$DAEMON_PID" ]; then
-		# The daemon attached both and watches the LC queue.
-		i=0
-		until kfd-preempt daemon --stats $W/preemptd.json --json 2>/dev/null |
-			grep -q '"priority": *"best-effort"' &&
-			kfd-preempt daemon --stats $W/preemptd.json --json |
-			grep -q '"priority": *"latency-critical"'; do
-			i=$((i + 1))
-			[ $i -gt 100 ] && { echo "# the daemon did not pick the tenants up"; return 1; }
-			sleep 0.1
-		done
-	fi
-	echo "# mode $mode: measuring for ${D}s"
-	touch go
-	for p in $pids; do
-		wait "$p" || return 1
-	done
+# Under the daemon: it attached both and classified them.
+daemon_ready() {
+	until_true "kfd-preempt daemon --stats $W/preemptd.json --json 2>/dev/null |
+		grep -q '\"priority\": *\"best-effort\"' &&
+		kfd-preempt daemon --stats $W/preemptd.json --json |
+		grep -q '\"priority\": *\"latency-critical\"'" 100 ||
+		{ echo "# the daemon did not pick the tenants up"; return 1; }
 }
 
-DAEMON_PID=
-run alone 1 0 || exit 1
-run alone 0 1 || exit 1
-run together 1 1 || exit 1
+run_mode alone 1 0 || exit 1
+run_mode alone 0 1 || exit 1
+run_mode together 1 1 || exit 1
 
-cat >preemptd.toml <<EOF
-[daemon]
-tenants = "sim"
-scan_interval_ms = 2000
-sample_period_us = 200
-idle_hysteresis_us = 1000
-lease_ms = 1000
-fifo_priority = 10
-min_share_period_ms = 1000
-min_share_budget_ms = 100
-stats_path = "$W/preemptd.json"
-
-[[class]]
-name = "inference"
-priority = "latency-critical"
-env = "latency-critical"
-
-[[class]]
-name = "training"
-priority = "best-effort"
-env = "best-effort"
-EOF
-kfd-preemptd --config preemptd.toml 2>preemptd.log &
-DAEMON_PID=$!
-run daemon 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
+# Scanning for new tenants every 2 s (this scenario's two are there from
+# the start) and sampling every 200 us.
+daemon_config "$W/preemptd.json" scan_interval_ms=2000 sample_period_us=200 >preemptd.toml
+daemon_start preemptd.toml preemptd.log
+run_mode daemon 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
 kfd-preempt daemon --stats $W/preemptd.json | sed 's/^/# /'
-kill -TERM "$DAEMON_PID"
-wait "$DAEMON_PID"
-echo "# kfd-preemptd exited with $?"
+daemon_stop
 grep -c . preemptd.log | sed 's/^/# daemon log lines: /'
 
 # Into a file, then shown: the exit status is the report's (a pipe to tee
