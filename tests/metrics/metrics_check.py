@@ -24,6 +24,7 @@ import urllib.request
 
 P = "kfd_preemptd_"
 MODES = ["no-lc", "lc-idle", "lc-busy"]
+REFUSALS = ["malformed", "not-a-tenant", "lowest-level", "no-queues", "rate-limited"]
 BUCKETS = 32  # log2-us: bucket i is [2^i, 2^(i+1)) us, the first from 0, the last open
 
 
@@ -41,7 +42,7 @@ def show(k):
 
 def expected(stats, version):
     """{group: {key: value}} from the statistics."""
-    e = {g: {} for g in ("process", "decisions", "histograms", "tenants")}
+    e = {g: {} for g in ("process", "decisions", "histograms", "tenants", "hints")}
 
     def put(group, name, labels, value):
         e[group][key(P + name, labels)] = float(value)
@@ -66,6 +67,7 @@ def expected(stats, version):
         put("decisions", "forced_resumes_total", lab, c["forced_resumes"])
         put("decisions", "lease_renewals_total", lab, c["renewals"])
         put("decisions", "held_seconds_total", lab, c["held_total_ms"] / 1000)
+        put("decisions", "hints_expired_total", lab, c.get("hints_expired", 0))
         h = d["reaction_latency_us"]
         if h["scale"] != "log2-us":
             raise SystemExit(f"unknown histogram scale {h['scale']!r}")
@@ -83,6 +85,13 @@ def expected(stats, version):
         put("tenants", "tenant_info", {**lab, "rank": str(t["rank"])}, 1)
         put("tenants", "tenant_queues", lab, t["queues"])
         put("tenants", "tenant_held_queues", lab, t["held_queues"])
+    # A daemon from before hints wrote none: every count 0.
+    h = stats.get("hints", {})
+    put("hints", "hints_accepted_total", {}, h.get("accepted", 0))
+    for r in REFUSALS:
+        put("hints", "hints_refused_total", {"reason": r}, h.get("refused", {}).get(r, 0))
+    put("hints", "hints_ended_total", {}, h.get("ended", 0))
+    put("hints", "hint_connections", {}, h.get("connections", 0))
     return e
 
 
@@ -135,10 +144,12 @@ GROUP_FAMILIES = {
                   "lower_run_in_window_seconds", "idle_hysteresis_seconds",
                   "preemptions_total",
                   "preempt_failures_total", "resumes_total", "forced_resumes_total",
-                  "lease_renewals_total", "held_seconds_total"],
+                  "lease_renewals_total", "held_seconds_total", "hints_expired_total"],
     "histograms": ["reaction_seconds_bucket", "reaction_seconds_sum",
                    "reaction_seconds_count"],
     "tenants": ["tenant_info", "tenant_queues", "tenant_held_queues"],
+    "hints": ["hints_accepted_total", "hints_refused_total", "hints_ended_total",
+              "hint_connections"],
 }
 
 

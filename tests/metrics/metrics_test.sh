@@ -93,7 +93,7 @@ if [ -n "$captured" ]; then
 		exit 1
 	fi
 fi
-ktap_plan 15
+ktap_plan 17
 
 # Setup: the fixture, unless a live endpoint or a captured scrape was given;
 # for a captured scrape, the relay that serves it.
@@ -173,10 +173,10 @@ for line in open(sys.argv[1]):
 		nok "scrape_of_the_statistics_snapshot # the fixture did not start"
 		for t in endpoint_serves_metrics other_paths_are_404 promtool_check_metrics exposition_format \
 			text_process_as_in_json text_decisions_as_in_json \
-			text_histograms_as_in_json text_tenants_as_in_json prometheus_ready \
-			prometheus_scrapes_endpoint prometheus_process_as_in_json \
+			text_histograms_as_in_json text_tenants_as_in_json text_hints_as_in_json \
+			prometheus_ready prometheus_scrapes_endpoint prometheus_process_as_in_json \
 			prometheus_decisions_as_in_json prometheus_histograms_as_in_json \
-			prometheus_tenants_as_in_json; do
+			prometheus_tenants_as_in_json prometheus_hints_as_in_json; do
 			nok "$t # no endpoint"
 		done
 		ktap_summary
@@ -258,16 +258,16 @@ check $? "promtool_check_metrics"
 python3 "$check_py" format "$metrics"
 check $? "exposition_format"
 
-# 6-9. Every series as the statistics say.
-for g in process decisions histograms tenants; do
+# 6-10. Every series as the statistics say.
+for g in process decisions histograms tenants hints; do
 	python3 "$check_py" text "$g" "$snap" "$metrics" "$version"
 	check $? "text_${g}_as_in_json"
 done
 
-# 10-15. A real Prometheus scrapes it (a captured scrape: the relay).
+# 11-17. A real Prometheus scrapes it (a captured scrape: the relay).
 prom_cases="prometheus_scrapes_endpoint prometheus_process_as_in_json
 	prometheus_decisions_as_in_json prometheus_histograms_as_in_json
-	prometheus_tenants_as_in_json"
+	prometheus_tenants_as_in_json prometheus_hints_as_in_json"
 if [[ $endpoint == unix:* ]]; then
 	skip prometheus_ready "Prometheus cannot scrape a Unix socket"
 	for t in $prom_cases; do skip "$t" "Prometheus cannot scrape a Unix socket"; done
@@ -318,7 +318,7 @@ echo "# up=$up, scrape of the snapshot at ${time:-none}"
 [ "$up" = 1 ] && [ -n "$time" ]
 check $? "prometheus_scrapes_endpoint"
 
-for g in process decisions histograms tenants; do
+for g in process decisions histograms tenants hints; do
 	t=prometheus_${g}_as_in_json
 	if [ -z "$time" ]; then
 		nok "$t # no scrape"

@@ -17,6 +17,9 @@
 //!   detection of watched queues (ABI 1.2), as [`Sample`]s of [`Activity`].
 //! * [`kfd_processes`]: the processes that have a KFD device open.
 //! * [`sim`]: tenants, ring queues and knobs of the module's simulated nodes.
+//! * [`hint`]: a latency-critical service telling kfd-preemptd that work is
+//!   coming ([`hint::HintClient`]), which the daemon answers by taking the
+//!   lower levels off the node before the work's first dispatch.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -41,6 +44,7 @@ mod batch;
 mod bits;
 mod device;
 mod error;
+pub mod hint;
 mod ioctl;
 mod locate;
 mod queue;

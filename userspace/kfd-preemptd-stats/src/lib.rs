@@ -153,6 +153,8 @@ pub struct CounterStats {
     pub renewals: u64,
     /// Total time the lower levels were held, ms.
     pub held_total_ms: f64,
+    /// Hints that reached their time with no work come.
+    pub hints_expired: u64,
     /// Counters of a newer daemon that this schema does not name, as
     /// read; the daemon writes none.
     #[serde(flatten)]
@@ -280,6 +282,25 @@ pub struct Stats {
     pub levels: Vec<String>,
     /// One entry per node and watched level, by gpu_id then rank.
     pub decisions: Vec<DecisionStats>,
+    /// What became of the hints given on the hint socket.
+    pub hints: HintStats,
+}
+
+/// The hints tenants gave (`hint_socket`); every count 0 without one.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HintStats {
+    /// Whether the daemon listens for hints.
+    pub enabled: bool,
+    /// Hints taken (a `begin` answered `ok`).
+    pub accepted: u64,
+    /// Requests refused, by reason (`not-a-tenant`, `lowest-level`,
+    /// `no-queues`, `rate-limited`, `malformed`).
+    pub refused: BTreeMap<String, u64>,
+    /// Hints their tenant ended (`end`, or closing the connection).
+    pub ended: u64,
+    /// Connections open now.
+    pub connections: u64,
 }
 
 impl Stats {

@@ -11,7 +11,8 @@ use kfd_preemptd::{
     metrics::{render, MetricsAddr, MetricsServer},
     policy::{Histogram, Mode},
     stats::{
-        write_atomic, ConfigStats, CounterStats, DecisionStats, ReactionPhases, Stats, TenantStats,
+        write_atomic, ConfigStats, CounterStats, DecisionStats, HintStats, ReactionPhases, Stats,
+        TenantStats,
     },
 };
 
@@ -65,6 +66,7 @@ fn decision(
             forced_resumes,
             renewals,
             held_total_ms,
+            hints_expired: preemptions / 4,
             other: Default::default(),
         },
         reaction_latency_us: (&latency(reactions_us)).into(),
@@ -159,6 +161,7 @@ fn fixture() -> Stats {
             forced_resumes: 3,
             renewals: 120,
             held_total_ms: 24_707.289,
+            hints_expired: 12,
             other: Default::default(),
         },
         reaction_latency_us: (&total).into(),
@@ -174,6 +177,13 @@ fn fixture() -> Stats {
         },
         levels: vec![be.0.into(), normal.0.into(), lc.0.into()],
         decisions,
+        hints: HintStats {
+            enabled: true,
+            accepted: 31,
+            refused: [("not-a-tenant".into(), 4), ("rate-limited".into(), 2)].into(),
+            ended: 17,
+            connections: 2,
+        },
     }
 }
 

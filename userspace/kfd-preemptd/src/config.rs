@@ -47,6 +47,10 @@ pub const MAX_SAMPLE_PERIOD_US: u32 = 1_000_000;
 pub const MAX_IDLE_US: u32 = 10_000_000;
 /// The longest lease the module takes (one day).
 pub const MAX_LEASE_MS: u32 = 86_400_000;
+/// The longest a hint may say work is coming within.
+pub const MAX_HINT_MS: u32 = 10_000;
+/// The most hints a second a tenant may be given the rate of.
+pub const MAX_HINT_RATE: u32 = 10_000;
 /// `/proc/PID/comm` holds at most this many bytes (`TASK_COMM_LEN` - 1).
 pub const MAX_COMM_LEN: usize = 15;
 
@@ -173,6 +177,14 @@ pub struct DaemonConfig {
     /// scheduler. The `/proc` walk and the statistics' rendering run on
     /// threads of their own at the default policy either way.
     pub fifo_priority: u32,
+    /// The Unix socket on which tenants say that work is coming (hints,
+    /// `Documentation/userspace.rst`, "HINTS"); absent: no hints.
+    pub hint_socket: Option<PathBuf>,
+    /// The longest a hint may say work is coming within, ms.
+    pub hint_max_ms: u32,
+    /// Hints a second each tenant may give, on average; up to a second's
+    /// worth may come at once.
+    pub hint_rate: u32,
 }
 
 impl Default for DaemonConfig {
@@ -194,6 +206,9 @@ impl Default for DaemonConfig {
             metrics: None,
             levels: DEFAULT_LEVELS.map(String::from).to_vec(),
             fifo_priority: 0,
+            hint_socket: None,
+            hint_max_ms: 1000,
+            hint_rate: 100,
         }
     }
 }
@@ -425,6 +440,26 @@ fn check_tunables(d: &DaemonConfig, prefix: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Checks the hint settings.
+fn check_hints(d: &DaemonConfig) -> Result<(), ConfigError> {
+    if d.hint_socket.as_ref().is_some_and(|p| !p.is_absolute()) {
+        return Err(invalid("daemon.hint_socket", "must be an absolute path"));
+    }
+    if d.hint_max_ms == 0 || d.hint_max_ms > MAX_HINT_MS {
+        return Err(invalid(
+            "daemon.hint_max_ms",
+            format!("{} is not 1 to {MAX_HINT_MS} ms", d.hint_max_ms),
+        ));
+    }
+    if d.hint_rate == 0 || d.hint_rate > MAX_HINT_RATE {
+        return Err(invalid(
+            "daemon.hint_rate",
+            format!("{} is not 1 to {MAX_HINT_RATE} a second", d.hint_rate),
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
     /// The `[[node]]` section of the node `gpu_id`, if any.
     pub fn node(&self, gpu_id: u32) -> Option<&NodeConfig> {
@@ -525,6 +560,7 @@ impl Config {
             ));
         }
         check_tunables(d, "daemon.")?;
+        check_hints(d)?;
         let mut seen = BTreeSet::new();
         for (i, n) in self.nodes.iter().enumerate() {
             let key = format!("node[{i}]");
@@ -897,6 +933,30 @@ mod tests {
                      [[class]]\nname = \"x\"\npriority = \"best-effort\"\nuid = 0\n");
         assert!(e.starts_with("class[0].priority:"), "{e}");
         assert!(e.contains("low, high"), "{e}");
+    }
+
+    #[test]
+    fn hints_are_off_by_default_and_bounded() {
+        let d = Config::parse("").unwrap().daemon;
+        assert_eq!(
+            (d.hint_socket, d.hint_max_ms, d.hint_rate),
+            (None, 1000, 100)
+        );
+        let c = Config::parse("[daemon]\nhint_socket = \"/run/kfd-preemptd/hint.sock\"\n").unwrap();
+        assert_eq!(
+            c.daemon.hint_socket.as_deref(),
+            Some(Path::new("/run/kfd-preemptd/hint.sock"))
+        );
+        let e = err("[daemon]\nhint_socket = \"hint.sock\"\n");
+        assert!(e.starts_with("daemon.hint_socket:"), "{e}");
+        for bad in ["hint_max_ms = 0", "hint_max_ms = 10001"] {
+            let e = err(&format!("[daemon]\n{bad}\n"));
+            assert!(e.starts_with("daemon.hint_max_ms:"), "{e}");
+        }
+        for bad in ["hint_rate = 0", "hint_rate = 10001"] {
+            let e = err(&format!("[daemon]\n{bad}\n"));
+            assert!(e.starts_with("daemon.hint_rate:"), "{e}");
+        }
     }
 
     #[test]

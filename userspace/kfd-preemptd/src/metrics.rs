@@ -32,6 +32,8 @@
 
 use std::{collections::HashSet, fmt};
 
+use kfd_preempt::hint::Refusal;
+
 use prometheus_client::{
     collector::Collector,
     encoding::{prometheus_text, DescriptorEncoder, EncodeMetric, MetricEncoder},
@@ -88,7 +90,7 @@ const DECISION_GAUGES: [GaugeField; 5] = [
     ),
 ];
 
-const DECISION_COUNTERS: [CounterField; 6] = [
+const DECISION_COUNTERS: [CounterField; 7] = [
     (
         "preemptions",
         "Preemptions of the lower levels that took effect.",
@@ -116,6 +118,11 @@ const DECISION_COUNTERS: [CounterField; 6] = [
         "held_seconds",
         "Time the lower levels' queues were held off the GPU, seconds.",
         |c| c.held_total_ms / 1e3,
+    ),
+    (
+        "hints_expired",
+        "Hints of the level on the node that reached their time with no work come.",
+        |c| c.hints_expired as f64,
     ),
 ];
 
@@ -316,6 +323,42 @@ impl Collector for Snapshot {
                 )?;
         }
 
+        // The hint socket's requests.
+        counter_value(
+            e.encode_descriptor(
+                "hints_accepted",
+                "Hints taken on the hint socket.",
+                None,
+                MetricType::Counter,
+            )?,
+            stats.hints.accepted as f64,
+        )?;
+        let mut family = e.encode_descriptor(
+            "hints_refused",
+            "Requests on the hint socket refused, by reason.",
+            None,
+            MetricType::Counter,
+        )?;
+        for r in Refusal::ALL {
+            let n = stats.hints.refused.get(r.as_str()).copied().unwrap_or(0);
+            counter_value(family.encode_family(&[("reason", r.as_str())])?, n as f64)?;
+        }
+        counter_value(
+            e.encode_descriptor(
+                "hints_ended",
+                "Hints their tenant ended before their time.",
+                None,
+                MetricType::Counter,
+            )?,
+            stats.hints.ended as f64,
+        )?;
+        single_gauge(
+            &mut e,
+            "hint_connections",
+            "Connections open on the hint socket.",
+            stats.hints.connections as f64,
+        )?;
+
         // Per tenant.
         gauge_family(
             &mut e,
@@ -355,7 +398,11 @@ impl Collector for Snapshot {
 ///   `idle_hysteresis_seconds`; the
 ///   counters `preemptions_total`, `preempt_failures_total`,
 ///   `resumes_total`, `forced_resumes_total`, `lease_renewals_total`,
-///   `held_seconds_total`; the histogram `reaction_seconds`;
+///   `held_seconds_total`, `hints_expired_total`; the histogram
+///   `reaction_seconds`;
+/// * the hint socket: the counters `hints_accepted_total`,
+///   `hints_refused_total{reason}` (every reason, 0 included) and
+///   `hints_ended_total`, the gauge `hint_connections`;
 /// * per tenant, labels `pid`, `comm`, `class` and `priority`: the gauges
 ///   `tenant_info` (also `rank`; always 1), `tenant_queues`,
 ///   `tenant_held_queues`.
@@ -375,7 +422,7 @@ pub fn render(stats: &Stats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{BucketStats, ConfigStats, ReactionPhases, TenantStats};
+    use crate::stats::{BucketStats, ConfigStats, HintStats, ReactionPhases, TenantStats};
 
     fn latency(buckets: &[(u64, Option<u64>, u64)], sum_us: u64) -> LatencyStats {
         LatencyStats {
@@ -402,6 +449,7 @@ mod tests {
             forced_resumes: 2,
             renewals: 7,
             held_total_ms,
+            hints_expired: 4,
             other: Default::default(),
         }
     }
@@ -485,7 +533,49 @@ mod tests {
             },
             levels: vec!["normal".into(), "latency-critical".into()],
             decisions: vec![d1, d2],
+            hints: HintStats {
+                enabled: true,
+                accepted: 12,
+                refused: [
+                    ("not-a-tenant".to_string(), 2),
+                    ("rate-limited".to_string(), 1),
+                ]
+                .into(),
+                ended: 5,
+                connections: 3,
+            },
         }
+    }
+
+    #[test]
+    fn renders_the_hint_sockets_counts_every_reason_included() {
+        let text = render(&fixture());
+        assert_eq!(
+            lines_of(&text, "kfd_preemptd_hints_accepted_total"),
+            ["kfd_preemptd_hints_accepted_total 12"]
+        );
+        assert_eq!(
+            lines_of(&text, "kfd_preemptd_hints_ended_total"),
+            ["kfd_preemptd_hints_ended_total 5"]
+        );
+        assert_eq!(
+            lines_of(&text, "kfd_preemptd_hints_refused_total"),
+            [
+                r#"kfd_preemptd_hints_refused_total{reason="malformed"} 0"#,
+                r#"kfd_preemptd_hints_refused_total{reason="not-a-tenant"} 2"#,
+                r#"kfd_preemptd_hints_refused_total{reason="lowest-level"} 0"#,
+                r#"kfd_preemptd_hints_refused_total{reason="no-queues"} 0"#,
+                r#"kfd_preemptd_hints_refused_total{reason="rate-limited"} 1"#,
+            ]
+        );
+        assert_eq!(
+            lines_of(&text, "kfd_preemptd_hints_expired_total"),
+            [
+                format!("kfd_preemptd_hints_expired_total{{{LC}}} 4"),
+                format!("kfd_preemptd_hints_expired_total{{{N}}} 4"),
+            ]
+        );
+        assert!(text.contains("\nkfd_preemptd_hint_connections 3\n"));
     }
 
     fn lines_of<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {

@@ -30,6 +30,14 @@
 //!   stalls leaves nothing off for longer than one lease.
 //! * When the last LC queue goes away, the lower levels are resumed and the
 //!   module disarmed.
+//! * A hint ([`Event::Hint`]) is a tenant of the level saying that work is
+//!   coming within a time: while LC is idle it counts as LC's demand at
+//!   once, so the lower levels leave the node before the work's first
+//!   dispatch. The first busy edge ends every hint (from then on as
+//!   usual); a hint that reaches its time with no work, or that its tenant
+//!   ends first, is over, and with no hint left the lower levels are
+//!   resumed. A hint changes nothing while LC is busy or without queues,
+//!   and obeys the minimum share like any demand.
 //!
 //! ```
 //! use std::time::Duration;
@@ -124,6 +132,20 @@ pub enum Event {
         /// (`CLOCK_MONOTONIC`): LC went idle about the hysteresis before.
         edge: Duration,
     },
+    /// Tenant `pid` of the level says work is coming within `until`
+    /// (`CLOCK_MONOTONIC`); the daemon checked that it is a tenant of the
+    /// level with queues on the node.
+    Hint {
+        /// Its pid.
+        pid: i32,
+        /// When the hint is over if no work came.
+        until: Duration,
+    },
+    /// Tenant `pid` ends its hint before its time.
+    HintEnd {
+        /// Its pid.
+        pid: i32,
+    },
     /// The preemption asked for by [`Action::PreemptLower`] took effect (for
     /// at least one queue).
     PreemptDone {
@@ -156,6 +178,8 @@ pub enum PreemptReason {
     Retry,
     /// Lower queues appeared while LC is busy.
     NewQueues,
+    /// A tenant of the level says work is coming ([`Event::Hint`]).
+    Hint,
 }
 
 /// Why the lower levels are resumed.
@@ -169,6 +193,9 @@ pub enum ResumeReason {
     MinShare,
     /// No LC queue is left.
     LcGone,
+    /// The last hint is over with no work come: it reached its time, or
+    /// its tenant ended it.
+    HintOver,
     /// The daemon is stopping.
     Shutdown,
 }
@@ -203,8 +230,8 @@ macro_rules! reason_names {
 }
 
 reason_names! {
-    PreemptReason { LcBusy => "lc-busy", MinShare => "min-share", Retry => "retry", NewQueues => "new-queues" }
-    ResumeReason { LcIdle => "lc-idle", MinShare => "min-share", LcGone => "lc-gone", Shutdown => "shutdown" }
+    PreemptReason { LcBusy => "lc-busy", MinShare => "min-share", Retry => "retry", NewQueues => "new-queues", Hint => "hint" }
+    ResumeReason { LcIdle => "lc-idle", MinShare => "min-share", LcGone => "lc-gone", HintOver => "hint-over", Shutdown => "shutdown" }
     RenewReason { Lease => "lease", NewQueues => "new-queues", Retry => "retry" }
 }
 
@@ -335,6 +362,8 @@ pub struct Counters {
     /// Time the lower levels were held, over closed holds (see
     /// [`Policy::held_total`]).
     pub held_total: Duration,
+    /// Hints that reached their time with no work come.
+    pub hints_expired: u64,
 }
 
 impl Counters {
@@ -346,6 +375,7 @@ impl Counters {
         self.forced_resumes += other.forced_resumes;
         self.renewals += other.renewals;
         self.held_total += other.held_total;
+        self.hints_expired += other.hints_expired;
     }
 }
 
@@ -385,6 +415,10 @@ pub struct Policy {
     held_in_period: Duration,
     counters: Counters,
     latency: Histogram,
+    /// The hints in force while LC is idle: each hinting tenant's time.
+    hints: BTreeMap<i32, Duration>,
+    /// A hint ended during the event being handled.
+    hint_over: bool,
 }
 
 impl Policy {
@@ -409,6 +443,8 @@ impl Policy {
             held_in_period: Duration::ZERO,
             counters: Counters::default(),
             latency: Histogram::default(),
+            hints: BTreeMap::new(),
+            hint_over: false,
         }
     }
 
@@ -431,7 +467,18 @@ impl Policy {
     /// levels are held, or LC is busy with no lower queue left to hold (a lower
     /// tenant between destroying its only queue and making the next).
     pub fn keeps_be_off(&self) -> bool {
-        self.held || (self.mode == Mode::LcBusy && self.lower_queues() == 0)
+        self.held || (self.demands() && self.lower_queues() == 0)
+    }
+
+    /// Whether a hint is in force (LC idle, work said to be coming).
+    pub fn is_hinted(&self) -> bool {
+        !self.hints.is_empty()
+    }
+
+    /// Whether LC wants the node: it is busy, or a hint says work is
+    /// coming.
+    fn demands(&self) -> bool {
+        self.mode == Mode::LcBusy || self.is_hinted()
     }
 
     /// The idle hysteresis the next `ALL_IDLE` asks for.
@@ -486,6 +533,9 @@ impl Policy {
         if let Some(r) = self.retry_at {
             d = d.min(r);
         }
+        if let Some(h) = self.hints.values().min() {
+            d = d.min(*h);
+        }
         d
     }
 
@@ -494,6 +544,8 @@ impl Policy {
     /// come before ARMs, so that a reaction is not delayed by one.
     pub fn handle(&mut self, now: Duration, event: Event) -> Vec<Action> {
         self.roll_period(now);
+        self.hint_over = false;
+        self.expire_hints(now);
         let lc_before = self.watched_queues();
         let mut rearm = false;
         let mut lower_changed = false;
@@ -522,9 +574,21 @@ impl Policy {
                         self.learn_gap(edge.saturating_sub(from));
                     }
                     self.mode = Mode::LcBusy;
-                    self.pending_edge = Some(edge);
+                    // Held already (a hint): no reaction to measure.
+                    self.pending_edge = (!self.held).then_some(edge);
+                    // The work came: from now on as usual.
+                    self.hints.clear();
                     rearm = true;
                 }
+            }
+            Event::Hint { pid, until } => {
+                if self.mode == Mode::LcIdle && until > now {
+                    let at = self.hints.entry(pid).or_insert(until);
+                    *at = (*at).max(until);
+                }
+            }
+            Event::HintEnd { pid } => {
+                self.hint_over |= self.hints.remove(&pid).is_some() && self.hints.is_empty();
             }
             Event::LcIdle { edge } => {
                 if self.mode == Mode::LcBusy {
@@ -567,6 +631,7 @@ impl Policy {
             self.mode = Mode::NoLc;
             self.pending_edge = None;
             self.idle_from = None;
+            self.hints.clear();
             rearm = true;
         } else if lc_after > 0 && self.mode == Mode::NoLc {
             self.mode = Mode::LcIdle;
@@ -589,6 +654,7 @@ impl Policy {
     /// disarm.
     pub fn shutdown(&mut self, now: Duration) -> Vec<Action> {
         let mut out = Vec::new();
+        self.hints.clear();
         if self.held {
             self.stop_holding(now);
             self.counters.resumes += 1;
@@ -655,7 +721,7 @@ impl Policy {
     /// Brings "held" in line with what the mode and the minimum share want.
     fn reconcile(&mut self, now: Duration, lower_changed: bool, out: &mut Vec<Action>) {
         let lower = self.lower_queues();
-        let want = self.mode == Mode::LcBusy && lower > 0;
+        let want = self.demands() && lower > 0;
         if !want {
             // Nothing to react to (LC idle, or no lower queue): a preemption
             // made later is not a reaction to this edge.
@@ -692,6 +758,8 @@ impl Policy {
             self.counters.resumes += 1;
             let reason = if self.mode == Mode::NoLc {
                 ResumeReason::LcGone
+            } else if self.hint_over {
+                ResumeReason::HintOver
             } else {
                 ResumeReason::LcIdle
             };
@@ -750,6 +818,8 @@ impl Policy {
             PreemptReason::Retry
         } else if self.pending_edge.is_some() {
             PreemptReason::LcBusy
+        } else if self.mode == Mode::LcIdle && self.is_hinted() {
+            PreemptReason::Hint
         } else if self.min_share_blocked {
             PreemptReason::MinShare
         } else {
@@ -764,6 +834,15 @@ impl Policy {
             lease: self.cfg.lease,
             reason,
         });
+    }
+
+    /// Ends the hints whose time has come: no work came in time.
+    fn expire_hints(&mut self, now: Duration) {
+        let before = self.hints.len();
+        self.hints.retain(|_, until| *until > now);
+        let expired = before - self.hints.len();
+        self.counters.hints_expired += expired as u64;
+        self.hint_over |= expired > 0 && self.hints.is_empty();
     }
 
     fn stop_holding(&mut self, now: Duration) {
@@ -1519,5 +1598,164 @@ mod tests {
         let mut h = Histogram::default();
         h.record(Duration::from_secs(100_000));
         assert_eq!(h.buckets[LATENCY_BUCKETS - 1], 1);
+    }
+
+    /// A hint from the LC tenant at `at`, `within` long.
+    fn hint(p: &mut Policy, at: Duration, within: Duration) -> Vec<Action> {
+        p.handle(
+            at,
+            Event::Hint {
+                pid: LC,
+                until: at + within,
+            },
+        )
+    }
+
+    fn resume_reason(a: &[Action]) -> Option<ResumeReason> {
+        a.iter().find_map(|a| match a {
+            Action::ResumeLower { reason } => Some(*reason),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_hint_takes_the_lower_levels_off_before_any_work() {
+        let mut p = setup(cfg());
+        let a = hint(&mut p, ms(10), ms(100));
+        assert!(
+            matches!(
+                a.as_slice(),
+                [Action::PreemptLower {
+                    reason: PreemptReason::Hint,
+                    ..
+                }]
+            ),
+            "{a:?}"
+        );
+        assert!(p.is_held() && p.is_hinted());
+        // LC is still idle: ANY_BUSY stays armed to see the work come.
+        assert_eq!(p.mode(), Mode::LcIdle);
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.counters().preemptions, 1);
+        // Not a reaction to LC work: the latency histogram is LC's.
+        assert_eq!(p.latency().count, 0);
+    }
+
+    #[test]
+    fn work_after_a_hint_is_held_as_usual() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(12), Event::LcBusy { edge: ms(12) });
+        assert!(!has_preempt(&a) && armed_idle(&a).is_some(), "{a:?}");
+        assert!(p.is_held() && !p.is_hinted());
+        // Past the hint's time the work holds the lower levels.
+        let a = p.handle(ms(150), Event::Tick);
+        assert!(!has_resume(&a), "{a:?}");
+        let a = p.handle(ms(160), Event::LcIdle { edge: ms(160) });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::LcIdle));
+        assert_eq!(p.counters().hints_expired, 0);
+        assert_eq!(p.latency().count, 0);
+    }
+
+    #[test]
+    fn a_hint_with_no_work_is_over_at_its_time() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        assert_eq!(p.next_deadline(ms(20)), ms(110));
+        let a = p.handle(ms(109), Event::Tick);
+        assert!(!has_resume(&a), "{a:?}");
+        let a = p.handle(ms(110), Event::Tick);
+        assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
+        assert!(!p.is_held() && !p.is_hinted());
+        assert_eq!(p.counters().hints_expired, 1);
+    }
+
+    #[test]
+    fn a_hint_ended_by_its_tenant_resumes_at_once() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(30), Event::HintEnd { pid: LC });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
+        assert_eq!(p.counters().hints_expired, 0);
+        // Ending it again changes nothing.
+        assert!(p.handle(ms(31), Event::HintEnd { pid: LC }).is_empty());
+    }
+
+    #[test]
+    fn the_lower_levels_stay_off_until_the_last_hint_is_over() {
+        let mut p = setup(cfg());
+        p.handle(
+            ms(0),
+            Event::TenantAdded {
+                pid: LC2,
+                role: Role::Watched,
+            },
+        );
+        p.handle(
+            ms(0),
+            Event::TenantQueues {
+                pid: LC2,
+                queues: 1,
+            },
+        );
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        let a = p.handle(
+            ms(20),
+            Event::Hint {
+                pid: LC2,
+                until: ms(300),
+            },
+        );
+        assert!(a.is_empty(), "{a:?}");
+        let a = p.handle(ms(30), Event::HintEnd { pid: LC });
+        assert!(a.is_empty(), "{a:?}");
+        // The lease is renewed at its half meanwhile, and LC2's hint is
+        // over at its time.
+        let a = p.handle(ms(110), Event::Tick);
+        assert!(has_renew(&a) && !has_resume(&a), "{a:?}");
+        let a = p.handle(ms(300), Event::Tick);
+        assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
+        assert_eq!(p.counters().hints_expired, 1);
+    }
+
+    #[test]
+    fn a_hint_changes_nothing_while_lc_is_busy_or_has_no_queue() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        assert!(hint(&mut p, ms(10), ms(100)).is_empty());
+        assert!(!p.is_hinted());
+        let a = p.handle(ms(20), Event::LcIdle { edge: ms(20) });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::LcIdle));
+
+        let mut p = Policy::new(cfg(), ms(0));
+        p.handle(
+            ms(0),
+            Event::TenantAdded {
+                pid: BE,
+                role: Role::Lower,
+            },
+        );
+        p.handle(ms(0), Event::TenantQueues { pid: BE, queues: 4 });
+        assert!(hint(&mut p, ms(10), ms(100)).is_empty());
+        assert!(!p.is_held() && !p.is_hinted());
+    }
+
+    #[test]
+    fn a_hint_obeys_the_minimum_share() {
+        let mut p = setup(cfg());
+        // Held from 0 to 950 ms: 50 ms of the 100 ms budget would be
+        // missing with 50 ms left, so a preemption is not made.
+        p.handle(ms(0), Event::LcBusy { edge: ms(0) });
+        p.handle(ms(0), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(900), Event::Tick);
+        assert_eq!(resume_reason(&a), Some(ResumeReason::MinShare));
+        p.handle(ms(910), Event::LcIdle { edge: ms(910) });
+        let a = hint(&mut p, ms(920), ms(50));
+        assert!(!has_preempt(&a), "{a:?}");
     }
 }

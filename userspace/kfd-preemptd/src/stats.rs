@@ -12,8 +12,8 @@ use std::{
 use crate::policy::{Counters, Histogram, Mode, Policy, PolicyConfig};
 
 pub use kfd_preemptd_stats::{
-    BucketStats, ConfigStats, CounterStats, DecisionStats, LatencyStats, PhaseStats, Stats,
-    TenantStats, STATS_VERSION,
+    BucketStats, ConfigStats, CounterStats, DecisionStats, HintStats, LatencyStats, PhaseStats,
+    Stats, TenantStats, STATS_VERSION,
 };
 
 impl From<&Histogram> for LatencyStats {
@@ -180,6 +180,7 @@ fn counter_stats(c: &Counters, held_total: Duration) -> CounterStats {
         forced_resumes: c.forced_resumes,
         renewals: c.renewals,
         held_total_ms: held_total.as_secs_f64() * 1e3,
+        hints_expired: c.hints_expired,
         other: Default::default(),
     }
 }
@@ -250,6 +251,8 @@ pub fn snapshot(
         config: config.into(),
         levels: levels.to_vec(),
         decisions: out,
+        // The daemon's, not the decisions': it fills them in.
+        hints: HintStats::default(),
     }
 }
 

@@ -80,3 +80,27 @@ impl Drop for FakeProc {
         let _ = fs::remove_dir_all(&self.root);
     }
 }
+
+/// A directory of the test's own, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// An empty directory named after the test.
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("kfd-preemptd-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}

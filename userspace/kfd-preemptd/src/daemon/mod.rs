@@ -25,6 +25,8 @@
 mod actions;
 mod backend;
 pub mod decision;
+mod hint_socket;
+mod hints;
 mod lister;
 mod report;
 mod reporter;
@@ -179,6 +181,9 @@ pub struct Daemon<'c, B: Backend> {
     /// Lists processes off the main loop; `None`: the loop lists them
     /// itself (tests, through the backend).
     lister: Option<Lister>,
+    /// Where tenants say that work is coming, if `hint_socket` is set.
+    hint_socket: Option<hint_socket::HintSocket>,
+    hint_counts: hints::HintCounts,
 }
 
 impl<'c, B: Backend> Daemon<'c, B> {
@@ -236,6 +241,8 @@ impl<'c, B: Backend> Daemon<'c, B> {
             next_held_scan: now,
             next_stats: now + STATS_INTERVAL,
             lister: None,
+            hint_socket: None,
+            hint_counts: hints::HintCounts::default(),
         })
     }
 
@@ -320,7 +327,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 tv_sec: 1,
                 tv_nsec: 0,
             });
-            let (woken, listed) = {
+            let (woken, listed, hinted) = {
                 let keys: Vec<DecisionKey> = self
                     .decisions
                     .iter()
@@ -337,6 +344,13 @@ impl<'c, B: Backend> Daemon<'c, B> {
                         fds.push(PollFd::new(&w.efd, PollFlags::IN));
                     }
                 }
+                let first_hint = fds.len();
+                if let Some(h) = &self.hint_socket {
+                    fds.extend(
+                        h.poll_fds()
+                            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)),
+                    );
+                }
                 match poll(&mut fds, Some(&timeout)) {
                     Ok(_) | Err(Errno::INTR) => {}
                     Err(e) => return Err(fatal("poll", e)),
@@ -347,16 +361,21 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 let listed = self.lister.is_some() && fds[1].revents().contains(PollFlags::IN);
                 let woken: Vec<DecisionKey> = keys
                     .iter()
-                    .zip(&fds[first_watcher..])
+                    .zip(&fds[first_watcher..first_hint])
                     .filter(|(_, f)| f.revents().contains(PollFlags::IN))
                     .map(|(k, _)| *k)
                     .collect();
-                (woken, listed)
+                // A closed connection is HUP without IN.
+                let hinted = fds[first_hint..].iter().any(|f| !f.revents().is_empty());
+                (woken, listed, hinted)
             };
             // The eventfds first: a busy edge must not wait for the
-            // bookkeeping of a scan.
+            // bookkeeping of a scan. A hint next: it is work about to come.
             if !woken.is_empty() {
                 self.on_wakeups(&woken);
+            }
+            if hinted {
+                self.serve_hints();
             }
             if listed {
                 if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {
@@ -538,6 +557,10 @@ pub fn run(cfg: &Config, stats_path: Option<PathBuf>, stop: BorrowedFd<'_>) -> R
         ],
     );
     let mut d = Daemon::new(cfg, dev, &info, Discovery::default(), stats_path, log)?;
+    if let Some(path) = &cfg.daemon.hint_socket {
+        d.listen_for_hints(path)
+            .map_err(|e| fatal(format!("listening for hints on {}", path.display()), e))?;
+    }
     if let Some(addr) = &cfg.daemon.metrics {
         let server = MetricsServer::spawn(addr)
             .map_err(|e| fatal(format!("serving the metrics on {addr}"), e))?;

@@ -75,7 +75,7 @@ impl<B: Backend> Daemon<'_, B> {
                 phases: &a.phases,
             })
             .collect();
-        crate::stats::snapshot(
+        let mut stats = crate::stats::snapshot(
             &self.pcfg,
             &self.cfg.daemon.levels,
             &views,
@@ -83,7 +83,9 @@ impl<B: Backend> Daemon<'_, B> {
             now.saturating_sub(self.started),
             unix_ms(),
             tenants,
-        )
+        );
+        stats.hints = self.hint_stats();
+        stats
     }
 
     pub(super) fn write_stats(&mut self, now: Duration) {

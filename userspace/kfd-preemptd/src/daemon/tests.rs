@@ -1586,3 +1586,5 @@ fn a_be_queue_recreated_at_another_ring_while_held_is_preempted() {
     d.scan();
     assert_eq!(fake.main_calls(), vec![Call::Preempt(be_refs(), LEASE)]);
 }
+
+mod hints;

@@ -1,0 +1,201 @@
+//! What a hint does: a tenant of a level says that work is coming on its
+//! nodes, and each of those nodes' decisions of its level hears of it as
+//! [`Event::Hint`] (the policy takes the lower levels off at once). The
+//! socket and its connections are [`super::hint_socket`].
+//!
+//! Who may hint is the daemon's own classification: a process it attached
+//! as a tenant, of a level with a level below it, about nodes where it has
+//! compute queues. A hint therefore never reaches the hinting tenant's
+//! own level or any above it, and a process that is not a tenant preempts
+//! nothing (`Documentation/security.rst`, "Hints").
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+    time::Duration,
+};
+
+use kfd_preempt::hint::{Refusal, Reply, Request};
+use kfd_preemptd_stats::HintStats;
+
+use super::{
+    decision::DecisionKey,
+    hint_socket::{HintSocket, Incoming},
+    monotonic, Backend, Daemon,
+};
+use crate::policy::Event;
+
+/// What became of the requests on the hint socket.
+#[derive(Debug, Default)]
+pub(super) struct HintCounts {
+    accepted: u64,
+    refused: BTreeMap<&'static str, u64>,
+    ended: u64,
+}
+
+impl<B: Backend> Daemon<'_, B> {
+    /// Takes new connections and answers every request waiting on the
+    /// hint socket, then carries out what the hints led to.
+    pub(super) fn serve_hints(&mut self) {
+        let Some(socket) = self.hint_socket.as_mut() else {
+            return;
+        };
+        socket.accept();
+        let incoming = socket.receive();
+        if incoming.is_empty() {
+            return;
+        }
+        let tenants = &self.tenants;
+        socket.forget_allowances(|pid| tenants.contains_key(&pid));
+        let now = monotonic();
+        let mut events = Vec::new();
+        for (id, what) in incoming {
+            match what {
+                Incoming::Request(Request::Begin { within, nodes }) => {
+                    let reply = match self.begin_hint(id, within, &nodes, now, &mut events) {
+                        Ok(n) => {
+                            self.hint_counts.accepted += 1;
+                            Reply::Ok(n)
+                        }
+                        Err(r) => {
+                            *self.hint_counts.refused.entry(r.as_str()).or_default() += 1;
+                            Reply::Refused(r)
+                        }
+                    };
+                    self.reply_hint(id, reply);
+                }
+                Incoming::Request(Request::End) => {
+                    self.end_hint(id, now, &mut events);
+                    self.reply_hint(id, Reply::Ok(0));
+                }
+                Incoming::Malformed => {
+                    *self
+                        .hint_counts
+                        .refused
+                        .entry(Refusal::Malformed.as_str())
+                        .or_default() += 1;
+                    self.reply_hint(id, Reply::Refused(Refusal::Malformed));
+                }
+                Incoming::Closed => {
+                    self.end_hint(id, now, &mut events);
+                    if let Some(s) = self.hint_socket.as_mut() {
+                        s.close(id);
+                    }
+                }
+            }
+        }
+        if !events.is_empty() {
+            self.feed(events);
+        }
+    }
+
+    /// A `begin` on connection `id`: the decisions it holds on, or why
+    /// not. Events for the policies go to `events`.
+    fn begin_hint(
+        &mut self,
+        id: u64,
+        within: Duration,
+        nodes: &[u32],
+        now: Duration,
+        events: &mut Vec<(DecisionKey, Duration, Event)>,
+    ) -> Result<u32, Refusal> {
+        let max = Duration::from_millis(self.cfg.daemon.hint_max_ms.into());
+        if within.is_zero() || within > max {
+            return Err(Refusal::Malformed);
+        }
+        let socket = self.hint_socket.as_mut().ok_or(Refusal::Malformed)?;
+        let conn = socket.connection(id).ok_or(Refusal::Malformed)?;
+        let pid = conn.pid;
+        let tenant = self.tenants.get(&pid).ok_or(Refusal::NotATenant)?;
+        if tenant.rank == 0 {
+            return Err(Refusal::LowestLevel);
+        }
+        let has: BTreeSet<u32> = tenant.queues.iter().map(|q| q.gpu_id).collect();
+        let named: BTreeSet<u32> = if nodes.is_empty() {
+            has.clone()
+        } else {
+            nodes.iter().copied().collect()
+        };
+        if named.is_empty() || !named.is_subset(&has) {
+            return Err(Refusal::NoQueues);
+        }
+        let keys: Vec<DecisionKey> = named
+            .iter()
+            .map(|n| (*n, tenant.rank))
+            .filter(|k| self.decisions.contains_key(k))
+            .collect();
+        if keys.is_empty() {
+            return Err(Refusal::NoQueues);
+        }
+        if !socket.take_allowance(pid, now, self.cfg.daemon.hint_rate) {
+            return Err(Refusal::RateLimited);
+        }
+        let conn = socket.connection(id).ok_or(Refusal::Malformed)?;
+        // A new begin on a connection replaces its hint: nodes it no
+        // longer names are ended, the others take the later time.
+        for k in conn.hinted.iter().filter(|k| !keys.contains(k)) {
+            events.push((*k, now, Event::HintEnd { pid }));
+        }
+        for k in &keys {
+            events.push((
+                *k,
+                now,
+                Event::Hint {
+                    pid,
+                    until: now + within,
+                },
+            ));
+        }
+        conn.hinted = keys;
+        Ok(conn.hinted.len() as u32)
+    }
+
+    /// Ends the hint of connection `id`, if it holds one.
+    fn end_hint(
+        &mut self,
+        id: u64,
+        now: Duration,
+        events: &mut Vec<(DecisionKey, Duration, Event)>,
+    ) {
+        let Some(conn) = self.hint_socket.as_mut().and_then(|s| s.connection(id)) else {
+            return;
+        };
+        let pid = conn.pid;
+        let keys = std::mem::take(&mut conn.hinted);
+        if !keys.is_empty() {
+            self.hint_counts.ended += 1;
+        }
+        events.extend(keys.into_iter().map(|k| (k, now, Event::HintEnd { pid })));
+    }
+
+    fn reply_hint(&mut self, id: u64, reply: Reply) {
+        if let Some(s) = self.hint_socket.as_mut() {
+            s.reply(id, reply);
+        }
+    }
+
+    /// The hints' part of the statistics.
+    pub(super) fn hint_stats(&self) -> HintStats {
+        HintStats {
+            enabled: self.hint_socket.is_some(),
+            accepted: self.hint_counts.accepted,
+            refused: self
+                .hint_counts
+                .refused
+                .iter()
+                .map(|(r, n)| (r.to_string(), *n))
+                .collect(),
+            ended: self.hint_counts.ended,
+            connections: self
+                .hint_socket
+                .as_ref()
+                .map_or(0, |s| s.connections() as u64),
+        }
+    }
+
+    /// Listens for hints on the Unix socket `path` from now on.
+    pub fn listen_for_hints(&mut self, path: &Path) -> std::io::Result<()> {
+        self.hint_socket = Some(HintSocket::bind(path)?);
+        Ok(())
+    }
+}
