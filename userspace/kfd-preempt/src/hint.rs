@@ -351,6 +351,13 @@ impl Hint<'_> {
         self.ended = true;
         self.client.end()
     }
+
+    /// Lets the hint run its course without this guard: the work that
+    /// comes spends it, or its time ends it. (A later `begin` on the same
+    /// client replaces it.)
+    pub fn leave(mut self) {
+        self.ended = true;
+    }
 }
 
 impl Drop for Hint<'_> {

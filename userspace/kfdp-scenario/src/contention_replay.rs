@@ -99,6 +99,9 @@ mod tests {
             node: 0,
             queue_id: 0,
             gpu_id: 0,
+            prep_ms: 0.0,
+            hints_ns: vec![],
+            hints_refused: 0,
         }
     }
 

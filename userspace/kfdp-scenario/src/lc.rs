@@ -16,7 +16,10 @@ use std::{
     time::Duration,
 };
 
-use kfd_preempt::sim::{PacketTimes, SimRing, SimTenant};
+use kfd_preempt::{
+    hint::HintClient,
+    sim::{PacketTimes, SimRing, SimTenant},
+};
 
 use crate::{
     clock::{from_ms, now_ns, ns},
@@ -70,6 +73,14 @@ pub struct LcArgs {
     /// Start the window only once this file exists (after ready_file).
     #[arg(long)]
     pub go_file: Option<PathBuf>,
+    /// Host time between a request's arrival and its first dispatch, ms:
+    /// the inputs parsed and copied (not with --gap-ms).
+    #[arg(long, default_value_t = 0.0)]
+    pub prep_ms: f64,
+    /// kfd-preemptd's hint socket: at each arrival, say that work comes
+    /// within twice the preparation (at least 1 ms) on this ring's node.
+    #[arg(long)]
+    pub hint: Option<PathBuf>,
 }
 
 /// A request submitted and not yet seen complete.
@@ -187,6 +198,10 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
     }
     let work = from_ms("--work-ms", args.work_ms)?;
     let gap = from_ms("--gap-ms", args.gap_ms)?;
+    let prep = from_ms("--prep-ms", args.prep_ms)?;
+    if !gap.is_zero() && (!prep.is_zero() || args.hint.is_some()) {
+        return Err("--prep-ms and --hint are for chained requests, not with --gap-ms".into());
+    }
     let window = Duration::try_from_secs_f64(args.duration_s)
         .map_err(|_| "--duration-s must be a finite, non-negative number")?;
 
@@ -199,6 +214,17 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         await_go(path)?;
     }
 
+    let hints = match &args.hint {
+        Some(path) => Some(Hinter {
+            client: HintClient::connect(path)
+                .map_err(|e| format!("--hint {}: {e}", path.display()))?,
+            within: (2 * prep).max(Duration::from_millis(1)),
+            node: ring.queue().gpu_id,
+            given_ns: Vec::new(),
+            refused: 0,
+        }),
+        None => None,
+    };
     let mut rng = Rng::new(args.seed);
     let Outcome {
         requests,
@@ -211,8 +237,9 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
                 node_wait_ms,
             },
         incomplete,
+        hints,
     } = if gap.is_zero() {
-        chained(args, &ring, work, window, &mut rng)?
+        chained(args, &ring, work, prep, hints, window, &mut rng)?
     } else {
         sequenced(args, &ring, work, gap, window, &mut rng)?
     };
@@ -250,7 +277,43 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         node: args.node,
         queue_id: q.queue_id,
         gpu_id: q.gpu_id,
+        prep_ms: args.prep_ms,
+        hints_refused: hints.as_ref().map_or(0, |h| h.refused),
+        hints_ns: hints.map(|h| h.given_ns).unwrap_or_default(),
     })
+}
+
+/// The hints a tenant gives at each arrival.
+struct Hinter {
+    client: HintClient,
+    /// How soon the work is said to come.
+    within: Duration,
+    /// The ring's node.
+    node: u32,
+    /// When each hint the daemon took was given, ns.
+    given_ns: Vec<u64>,
+    /// Hints it refused.
+    refused: u64,
+}
+
+impl Hinter {
+    /// Says that a request's work is coming. The hint runs its course:
+    /// the work that follows spends it, or its time ends it.
+    fn give(&mut self) {
+        let at = now_ns();
+        match self.client.begin(self.within, &[self.node]) {
+            Ok(hint) => {
+                hint.leave();
+                self.given_ns.push(at);
+            }
+            Err(e) => {
+                if self.refused == 0 {
+                    eprintln!("kfdp-scenario lc: a hint was refused: {e}");
+                }
+                self.refused += 1;
+            }
+        }
+    }
 }
 
 /// The arrival window starting now: its start and end, ns.
@@ -274,28 +337,51 @@ struct Outcome {
     done: Completed,
     /// Requests still unfinished after the drain.
     incomplete: u64,
+    /// The hints given, if any.
+    hints: Option<Hinter>,
 }
 
-/// Open-loop requests whose dispatches are submitted together.
+/// Open-loop requests whose dispatches are submitted together, each
+/// `prep` after its arrival (a hint given at the arrival, with `hints`).
 fn chained(
     args: &LcArgs,
     ring: &SimRing<'_>,
     work: Duration,
+    prep: Duration,
+    mut hints: Option<Hinter>,
     window: Duration,
     rng: &mut Rng,
 ) -> Result<Outcome> {
     let (start, end) = window_from_now(window);
     let mut next_arrival = start + arrival_gap_ns(args.rate, rng);
     let mut outstanding = VecDeque::new();
+    // Arrived requests being prepared: each one's arrival.
+    let mut preparing: VecDeque<u64> = VecDeque::new();
     let mut done = Completed::default();
     let (mut requests, mut late) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(args.chain as usize);
 
-    while next_arrival < end {
+    while next_arrival < end || !preparing.is_empty() {
         drain(ring, &mut outstanding, &mut done);
         let now = now_ns();
-        if now < next_arrival {
-            sleep(POLL.min(Duration::from_nanos(next_arrival - now)));
+        while next_arrival < end && next_arrival <= now {
+            if let Some(h) = hints.as_mut() {
+                h.give();
+            }
+            preparing.push_back(next_arrival);
+            // Arrivals follow their own schedule, not the submit times.
+            next_arrival += arrival_gap_ns(args.rate, rng);
+        }
+        let Some(&arrival) = preparing.front() else {
+            sleep(POLL.min(Duration::from_nanos(
+                next_arrival.saturating_sub(now).max(1),
+            )));
+            continue;
+        };
+        let due = arrival + ns(prep);
+        if now < due {
+            let wake = due.min(next_arrival);
+            sleep(POLL.min(Duration::from_nanos(wake.saturating_sub(now).max(1))));
             continue;
         }
         if ring.space() < args.chain {
@@ -304,23 +390,22 @@ fn chained(
             sleep(POLL);
             continue;
         }
+        preparing.pop_front();
         batch.clear();
         batch.resize(args.chain as usize, (work, requests));
         let submitted_ns = now_ns();
         let first = ring.submit(&batch)?;
-        if submitted_ns - next_arrival > LATE_NS {
+        if submitted_ns - due > LATE_NS {
             late += 1;
         }
         outstanding.push_back(Pending {
-            arrival_ns: next_arrival,
+            arrival_ns: arrival,
             called_ns: submitted_ns,
             first_index: first,
             first: None,
             last_index: first + u64::from(args.chain) - 1,
         });
         requests += 1;
-        // Arrivals follow their own schedule, not the submit times.
-        next_arrival += arrival_gap_ns(args.rate, rng);
     }
 
     let deadline = now_ns() + ns(DRAIN);
@@ -336,6 +421,7 @@ fn chained(
         late,
         done,
         incomplete: outstanding.len() as u64,
+        hints,
     })
 }
 
@@ -449,6 +535,7 @@ fn sequenced(
         late,
         done,
         incomplete: arrivals.len() as u64 + u64::from(current.is_some()),
+        hints: None,
     })
 }
 

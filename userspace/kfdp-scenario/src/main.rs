@@ -19,6 +19,8 @@
 //!   bench's tenants, and the VM tests' and the demo's).
 //! * `soak`: kfd-preemptd against the tenant zoo (processes that fork,
 //!   exec, re-create queues and die), its invariants checked all along.
+//! * `hint-probe`: a tenant that gives kfd-preemptd one hint and makes no
+//!   work, for the VM test of hints.
 //!
 //! A developer tool, not packaged: the operator's commands are
 //! `kfd-preempt`'s.
@@ -38,6 +40,7 @@ mod cpu;
 mod debugger;
 mod detect;
 mod detect_table;
+mod hint_probe;
 mod host_report;
 mod latency_chart;
 mod lc;
@@ -114,6 +117,9 @@ enum Command {
         #[arg(long)]
         out_json: Option<PathBuf>,
     },
+    /// Gives kfd-preemptd one hint from a tenant that makes no work, and
+    /// writes the answer (tests/vm/hint_test.sh).
+    HintProbe(hint_probe::HintProbeArgs),
     /// Fetches kfd-preemptd's metrics from its Unix socket (the VM has no
     /// HTTP client) and writes the body.
     Scrape {
@@ -299,6 +305,10 @@ fn scrape(path: &std::path::Path) -> Result<String> {
 
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
+        Command::HintProbe(args) => {
+            hint_probe::run(&args)?;
+            Ok(true)
+        }
         Command::Scrape { unix, out } => {
             let body = scrape(&unix)?;
             std::fs::write(&out, body).map_err(|e| format!("writing {}: {e}", out.display()))?;

@@ -74,6 +74,17 @@ pub struct LcResult {
     /// gpu_id of the ring's node.
     #[serde(default)]
     pub gpu_id: u32,
+    /// Host time between a request's arrival and its first dispatch, ms
+    /// (its inputs prepared).
+    #[serde(default)]
+    pub prep_ms: f64,
+    /// When each hint kfd-preemptd took was given (`CLOCK_MONOTONIC`, ns),
+    /// in order; empty without `--hint`.
+    #[serde(default)]
+    pub hints_ns: Vec<u64>,
+    /// Hints the daemon refused.
+    #[serde(default)]
+    pub hints_refused: u64,
 }
 
 impl LcResult {
