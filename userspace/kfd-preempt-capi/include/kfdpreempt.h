@@ -43,6 +43,11 @@
 typedef struct kfdpreempt_device kfdpreempt_device;
 
 /**
+ * A connection to kfd-preemptd's hint socket. Opaque to C.
+ */
+typedef struct kfdpreempt_hint_client kfdpreempt_hint_client;
+
+/**
  * One queue as [`kfdpreempt_query`] describes it.
  */
 typedef struct kfdpreempt_queue_info {
@@ -255,6 +260,56 @@ int32_t kfdpreempt_freeze(const struct kfdpreempt_device *dev,
                           uint32_t gpu_id,
                           int32_t thaw,
                           uint64_t *elapsed_ns);
+
+/**
+ * Connects to the daemon's hint socket `path` (its `hint_socket`) into
+ * `*out`.
+ *
+ * # Safety
+ *
+ * `path` must be null or a NUL-terminated string; `out` null or valid for
+ * writing a pointer.
+ */
+int32_t kfdpreempt_hint_connect(const char *path, struct kfdpreempt_hint_client **out);
+
+/**
+ * Closes the connection, which ends its hint. `client` may be null.
+ *
+ * # Safety
+ *
+ * `client` must be null or a pointer from [`kfdpreempt_hint_connect`] not
+ * closed yet.
+ */
+void kfdpreempt_hint_close(struct kfdpreempt_hint_client *client);
+
+/**
+ * Says that work is coming within `within_ms` on the `n` nodes `gpu_ids`
+ * (none: every node where this process has queues). Returns the number
+ * of nodes the hint holds on, or a negative errno: `-EPERM` for a process
+ * that is not a tenant or whose level is the lowest, `-ENOENT` for a node
+ * without its queues, `-EAGAIN` past the daemon's rate, `-EINVAL` for 0
+ * ms or longer than the daemon takes. The hint lasts until the work comes
+ * and goes, `within_ms` pass with no work, [`kfdpreempt_hint_end`], or
+ * the connection closes.
+ *
+ * # Safety
+ *
+ * `client` must be null or live; `gpu_ids` null (with `n` 0) or valid for
+ * reading `n` values.
+ */
+int32_t kfdpreempt_hint_begin(const struct kfdpreempt_hint_client *client,
+                              uint32_t within_ms,
+                              const uint32_t *gpu_ids,
+                              size_t n);
+
+/**
+ * Ends the connection's hint now, if one holds.
+ *
+ * # Safety
+ *
+ * `client` must be null or live.
+ */
+int32_t kfdpreempt_hint_end(const struct kfdpreempt_hint_client *client);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -33,6 +33,9 @@ use std::{
 
 use kfd_preempt::{BatchOptions, BatchReport, Device, Error, Handle, QueueRef};
 
+mod hint;
+pub use hint::*;
+
 /// The major version of this C ABI: the `.so.N` of the library's soname.
 /// A change that breaks a caller built against it takes a new N.
 pub const KFDPREEMPT_ABI_VERSION: u32 = 1;
@@ -107,10 +110,15 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Records `message` as this thread's last error.
+fn record_error(message: &str) {
+    let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = text);
+}
+
 /// Records `e` as this thread's last error and returns its negative errno.
 fn fail(e: &Error) -> i32 {
-    let text = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = text);
+    record_error(&e.to_string());
     -e.errno()
 }
 
