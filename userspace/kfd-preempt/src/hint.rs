@@ -30,7 +30,7 @@
 //! # Ok::<(), kfd_preempt::hint::HintError>(())
 //! ```
 
-use std::{fmt, io, os::fd::OwnedFd, path::Path, time::Duration};
+use std::{cell::Cell, fmt, io, os::fd::OwnedFd, path::Path, time::Duration};
 
 use rustix::{
     io::Errno,
@@ -282,6 +282,10 @@ impl From<Errno> for HintError {
 #[derive(Debug)]
 pub struct HintClient {
     fd: OwnedFd,
+    /// Replies to [`HintClient::notify`] not read yet.
+    unread: Cell<u32>,
+    /// Hints given by `notify` that the daemon refused, as far as read.
+    refused: Cell<u64>,
 }
 
 impl HintClient {
@@ -294,7 +298,67 @@ impl HintClient {
             None,
         )?;
         connect(&fd, &SocketAddrUnix::new(path.as_ref())?)?;
-        Ok(HintClient { fd })
+        Ok(HintClient {
+            fd,
+            unread: Cell::new(0),
+            refused: Cell::new(0),
+        })
+    }
+
+    /// Says that work is coming, as [`HintClient::begin`] does, without
+    /// waiting for the daemon's answer: what a service calls when a request
+    /// arrives, so that its preparation is not held up. The hint runs its
+    /// course (or a later `end` or `begin` on this client ends or replaces
+    /// it). Answers are read later, without waiting: refusals are counted
+    /// ([`HintClient::refused`]). Fails only if the request cannot be sent
+    /// now (the daemon is gone, or has not read a socket's worth of them).
+    pub fn notify(&self, within: Duration, nodes: &[u32]) -> Result<(), HintError> {
+        self.read_answers(false)?;
+        let request = Request::Begin {
+            within,
+            nodes: nodes.to_vec(),
+        };
+        send(
+            &self.fd,
+            request.encode().as_bytes(),
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+        )?;
+        self.unread.set(self.unread.get() + 1);
+        Ok(())
+    }
+
+    /// Hints given by [`HintClient::notify`] that the daemon refused, of
+    /// the answers read so far.
+    pub fn refused(&self) -> u64 {
+        // Answers that came meanwhile; an error shows at the next call.
+        let _ = self.read_answers(false);
+        self.refused.get()
+    }
+
+    /// Reads the answers to `notify` that have come (all of them, waiting
+    /// for each, if `wait`).
+    fn read_answers(&self, wait: bool) -> Result<(), HintError> {
+        let flags = if wait {
+            RecvFlags::empty()
+        } else {
+            RecvFlags::DONTWAIT
+        };
+        while self.unread.get() > 0 {
+            let mut buf = [0u8; MAX_MESSAGE];
+            let n = match recv(&self.fd, &mut buf[..], flags) {
+                Ok((n, _)) => n,
+                Err(Errno::AGAIN) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            self.unread.set(self.unread.get() - 1);
+            match Reply::decode(&buf[..n]) {
+                Some(Reply::Ok(_)) => {}
+                Some(Reply::Refused(_)) => self.refused.set(self.refused.get() + 1),
+                None if n == 0 => return Err(HintError::Io(io::ErrorKind::UnexpectedEof.into())),
+                None => return Err(HintError::BadReply),
+            }
+        }
+        Ok(())
     }
 
     /// Says that work is coming within `within` on `nodes` (gpu_ids; empty:
@@ -319,6 +383,8 @@ impl HintClient {
     }
 
     fn ask(&self, request: &Request) -> Result<u32, HintError> {
+        // The answers to `notify` come first.
+        self.read_answers(true)?;
         send(&self.fd, request.encode().as_bytes(), SendFlags::NOSIGNAL)?;
         let mut buf = [0u8; MAX_MESSAGE];
         let (n, _) = recv(&self.fd, &mut buf[..], RecvFlags::empty())?;

@@ -31,13 +31,15 @@
 //! * When the last LC queue goes away, the lower levels are resumed and the
 //!   module disarmed.
 //! * A hint ([`Event::Hint`]) is a tenant of the level saying that work is
-//!   coming within a time: while LC is idle it counts as LC's demand at
-//!   once, so the lower levels leave the node before the work's first
-//!   dispatch. The first busy edge ends every hint (from then on as
-//!   usual); a hint that reaches its time with no work, or that its tenant
-//!   ends first, is over, and with no hint left the lower levels are
-//!   resumed. A hint changes nothing while LC is busy or without queues,
-//!   and obeys the minimum share like any demand.
+//!   coming within a time: it counts as LC's demand at once, so the lower
+//!   levels leave the node before the work's first dispatch. The next busy
+//!   edge spends every hint given before it (from then on as usual); a
+//!   hint given while LC is busy is for the work after, and keeps the
+//!   lower levels off when LC goes idle. A hint that reaches its time with
+//!   no work, or that its tenant ends first, is over, and with no hint
+//!   left (and LC idle) the lower levels are resumed. A hint changes
+//!   nothing while LC has no queues, and obeys the minimum share like any
+//!   demand.
 //!
 //! ```
 //! use std::time::Duration;
@@ -415,8 +417,9 @@ pub struct Policy {
     held_in_period: Duration,
     counters: Counters,
     latency: Histogram,
-    /// The hints in force while LC is idle: each hinting tenant's time.
-    hints: BTreeMap<i32, Duration>,
+    /// The hints in force: by hinting tenant, when it was given and when
+    /// it runs out.
+    hints: BTreeMap<i32, (Duration, Duration)>,
     /// A hint ended during the event being handled.
     hint_over: bool,
 }
@@ -470,7 +473,7 @@ impl Policy {
         self.held || (self.demands() && self.lower_queues() == 0)
     }
 
-    /// Whether a hint is in force (LC idle, work said to be coming).
+    /// Whether a hint is in force (work said to be coming).
     pub fn is_hinted(&self) -> bool {
         !self.hints.is_empty()
     }
@@ -533,8 +536,8 @@ impl Policy {
         if let Some(r) = self.retry_at {
             d = d.min(r);
         }
-        if let Some(h) = self.hints.values().min() {
-            d = d.min(*h);
+        if let Some(until) = self.hints.values().map(|h| h.1).min() {
+            d = d.min(until);
         }
         d
     }
@@ -576,15 +579,15 @@ impl Policy {
                     self.mode = Mode::LcBusy;
                     // Held already (a hint): no reaction to measure.
                     self.pending_edge = (!self.held).then_some(edge);
-                    // The work came: from now on as usual.
-                    self.hints.clear();
+                    // The work came: the hints given before it are spent.
+                    self.hints.retain(|_, h| h.0 > edge);
                     rearm = true;
                 }
             }
             Event::Hint { pid, until } => {
-                if self.mode == Mode::LcIdle && until > now {
-                    let at = self.hints.entry(pid).or_insert(until);
-                    *at = (*at).max(until);
+                if self.mode != Mode::NoLc && until > now {
+                    let h = self.hints.entry(pid).or_insert((now, until));
+                    *h = (now, h.1.max(until));
                 }
             }
             Event::HintEnd { pid } => {
@@ -839,7 +842,7 @@ impl Policy {
     /// Ends the hints whose time has come: no work came in time.
     fn expire_hints(&mut self, now: Duration) {
         let before = self.hints.len();
-        self.hints.retain(|_, until| *until > now);
+        self.hints.retain(|_, h| h.1 > now);
         let expired = before - self.hints.len();
         self.counters.hints_expired += expired as u64;
         self.hint_over |= expired > 0 && self.hints.is_empty();
@@ -1723,15 +1726,38 @@ mod tests {
     }
 
     #[test]
-    fn a_hint_changes_nothing_while_lc_is_busy_or_has_no_queue() {
+    fn a_hint_given_while_lc_is_busy_keeps_the_lower_levels_off_for_the_work_after() {
         let mut p = setup(cfg());
         p.handle(ms(5), Event::LcBusy { edge: ms(5) });
         p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        // The next request's hint, while this one runs.
         assert!(hint(&mut p, ms(10), ms(100)).is_empty());
-        assert!(!p.is_hinted());
+        assert!(p.is_hinted());
+        // LC idle: the hint holds the lower levels for the work it said.
         let a = p.handle(ms(20), Event::LcIdle { edge: ms(20) });
+        assert!(!has_resume(&a), "{a:?}");
+        assert!(p.is_held());
+        // That work spends it; its own idle edge resumes.
+        let a = p.handle(ms(30), Event::LcBusy { edge: ms(30) });
+        assert!(!has_preempt(&a) && !p.is_hinted(), "{a:?}");
+        let a = p.handle(ms(40), Event::LcIdle { edge: ms(40) });
         assert_eq!(resume_reason(&a), Some(ResumeReason::LcIdle));
+        assert_eq!(p.counters().hints_expired, 0);
+    }
 
+    #[test]
+    fn a_busy_edge_spends_only_the_hints_given_before_it() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        // The daemon heard of the edge at 12 ms after a hint given at 13.
+        hint(&mut p, ms(13), ms(100));
+        p.handle(ms(14), Event::LcBusy { edge: ms(12) });
+        assert!(p.is_hinted());
+    }
+
+    #[test]
+    fn a_hint_changes_nothing_while_lc_has_no_queue() {
         let mut p = Policy::new(cfg(), ms(0));
         p.handle(
             ms(0),

@@ -102,6 +102,7 @@ mod tests {
             prep_ms: 0.0,
             hints_ns: vec![],
             hints_refused: 0,
+            hint_within_ms: 0.0,
         }
     }
 

@@ -77,8 +77,9 @@ pub struct LcArgs {
     /// the inputs parsed and copied (not with --gap-ms).
     #[arg(long, default_value_t = 0.0)]
     pub prep_ms: f64,
-    /// kfd-preemptd's hint socket: at each arrival, say that work comes
-    /// within twice the preparation (at least 1 ms) on this ring's node.
+    /// kfd-preemptd's hint socket: at each arrival, say (without waiting
+    /// for the answer) that work comes on this ring's node within the
+    /// preparation and as long again, or 5 ms more, whichever is longer.
     #[arg(long)]
     pub hint: Option<PathBuf>,
 }
@@ -218,7 +219,7 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         Some(path) => Some(Hinter {
             client: HintClient::connect(path)
                 .map_err(|e| format!("--hint {}: {e}", path.display()))?,
-            within: (2 * prep).max(Duration::from_millis(1)),
+            within: (2 * prep).max(prep + Duration::from_millis(5)),
             node: ring.queue().gpu_id,
             given_ns: Vec::new(),
             refused: 0,
@@ -278,7 +279,8 @@ pub fn run(args: &LcArgs) -> Result<LcResult> {
         queue_id: q.queue_id,
         gpu_id: q.gpu_id,
         prep_ms: args.prep_ms,
-        hints_refused: hints.as_ref().map_or(0, |h| h.refused),
+        hints_refused: hints.as_ref().map_or(0, |h| h.refused + h.client.refused()),
+        hint_within_ms: hints.as_ref().map_or(0.0, |h| h.within.as_secs_f64() * 1e3),
         hints_ns: hints.map(|h| h.given_ns).unwrap_or_default(),
     })
 }
@@ -290,25 +292,24 @@ struct Hinter {
     within: Duration,
     /// The ring's node.
     node: u32,
-    /// When each hint the daemon took was given, ns.
+    /// When each hint was given, ns.
     given_ns: Vec<u64>,
-    /// Hints it refused.
+    /// Hints that could not be sent (the daemon refused others: the
+    /// client counts those).
     refused: u64,
 }
 
 impl Hinter {
-    /// Says that a request's work is coming. The hint runs its course:
-    /// the work that follows spends it, or its time ends it.
+    /// Says that a request's work is coming, without waiting for the
+    /// daemon. The hint runs its course: the work that follows spends it,
+    /// or its time ends it.
     fn give(&mut self) {
         let at = now_ns();
-        match self.client.begin(self.within, &[self.node]) {
-            Ok(hint) => {
-                hint.leave();
-                self.given_ns.push(at);
-            }
+        match self.client.notify(self.within, &[self.node]) {
+            Ok(()) => self.given_ns.push(at),
             Err(e) => {
                 if self.refused == 0 {
-                    eprintln!("kfdp-scenario lc: a hint was refused: {e}");
+                    eprintln!("kfdp-scenario lc: a hint could not be given: {e}");
                 }
                 self.refused += 1;
             }

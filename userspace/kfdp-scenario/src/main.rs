@@ -20,7 +20,9 @@
 //! * `soak`: kfd-preemptd against the tenant zoo (processes that fork,
 //!   exec, re-create queues and die), its invariants checked all along.
 //! * `hint-probe`: a tenant that gives kfd-preemptd one hint and makes no
-//!   work, for the VM test of hints.
+//!   work, for the VM test of hints; `hint-report` judges the hint
+//!   scenario (short requests prepared on the host, with hints and
+//!   without).
 //!
 //! A developer tool, not packaged: the operator's commands are
 //! `kfd-preempt`'s.
@@ -41,6 +43,7 @@ mod debugger;
 mod detect;
 mod detect_table;
 mod hint_probe;
+mod hint_report;
 mod host_report;
 mod latency_chart;
 mod lc;
@@ -113,6 +116,16 @@ enum Command {
         /// kfd-preemptd's statistics at the end of its run.
         #[arg(long)]
         stats: PathBuf,
+        /// Where to write the report's JSON.
+        #[arg(long)]
+        out_json: Option<PathBuf>,
+    },
+    /// The hint scenario's report (tests/vm/hint_scenario.sh): exit status
+    /// 1 if a criterion fails.
+    HintReport {
+        /// The scenario's directory (its result files).
+        #[arg(long)]
+        dir: PathBuf,
         /// Where to write the report's JSON.
         #[arg(long)]
         out_json: Option<PathBuf>,
@@ -305,6 +318,7 @@ fn scrape(path: &std::path::Path) -> Result<String> {
 
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
+        Command::HintReport { dir, out_json } => hint_report::run(&dir, out_json.as_deref()),
         Command::HintProbe(args) => {
             hint_probe::run(&args)?;
             Ok(true)

@@ -78,13 +78,16 @@ pub struct LcResult {
     /// (its inputs prepared).
     #[serde(default)]
     pub prep_ms: f64,
-    /// When each hint kfd-preemptd took was given (`CLOCK_MONOTONIC`, ns),
-    /// in order; empty without `--hint`.
+    /// When each hint was given (`CLOCK_MONOTONIC`, ns), in order; empty
+    /// without `--hint`.
     #[serde(default)]
     pub hints_ns: Vec<u64>,
     /// Hints the daemon refused.
     #[serde(default)]
     pub hints_refused: u64,
+    /// How soon each hint said the work would come, ms.
+    #[serde(default)]
+    pub hint_within_ms: f64,
 }
 
 impl LcResult {
