@@ -23,10 +23,11 @@ reuse=
 W=/tmp/soak
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 rm -rf $W && mkdir -p $W && cd $W || exit 1
-for ktap in "$(dirname "$0")/../lib/ktap.sh" /kfdp/lib/ktap.sh; do
-	[ -f "$ktap" ] && break
+for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
+	[ -f "$lib/scenario.sh" ] && break
 done
-. "$ktap"
+. "$lib/ktap.sh"
+. "$lib/scenario.sh"
 
 ktap_header
 if [ ! -e /dev/kfd_preempt_sim ] || ! command -v kfd-preemptd >/dev/null ||
@@ -39,27 +40,8 @@ ktap_plan 7
 # attached, queried and preempted; in this debug TCG VM, with the zoo's
 # processes on its one CPU, the daemon's scan thread waits for the CPU.
 SCAN_MS=100 BOUND_MS=${BOUND_MS:-1000}
-cat >soak.toml <<CFG
-[daemon]
-tenants = "sim"
-scan_interval_ms = $SCAN_MS
-sample_period_us = 1000
-idle_hysteresis_us = 2000
-lease_ms = 500
-min_share_budget_ms = 0
-fifo_priority = 10
-stats_path = "$W/stats.json"
-
-[[class]]
-name = "inference"
-priority = "latency-critical"
-env = "latency-critical"
-
-[[class]]
-name = "training"
-priority = "best-effort"
-env = "best-effort"
-CFG
+daemon_config "$W/stats.json" scan_interval_ms=$SCAN_MS idle_hysteresis_us=2000 lease_ms=500 \
+	min_share_period_ms= min_share_budget_ms=0 >soak.toml
 dmesg_before=$(dmesg | wc -l)
 kfd-preemptd --config soak.toml >daemon.log 2>&1 &
 d=$!
