@@ -89,6 +89,7 @@ kfdp_phase module scripts/build-module.sh || abort "module build (W=1 CLIPPY=1)"
 kfdp_phase amdkfd-emu-build scripts/build-amdkfd-emu.sh || abort "kfdp_amdkfd_emu build (amdkfd's queue manager behind an emulated HWS)"
 kfdp_phase kselftest-build scripts/build-kselftests.sh || abort "kselftest build"
 kfdp_phase userspace-build scripts/build-userspace.sh || abort "userspace build (crate, CLI, C ABI and its example)"
+kfdp_phase python-build scripts/build-python.sh || abort "Python package build (the wheel, its tools, its VM tree)"
 kfdp_phase hw-kit-build scripts/build-hw-kit.sh || abort "hardware kit build (GPU workloads, kfdp-hw-tenant)"
 
 # The kit's GPU code objects, checked by what the HSA loader reads (ELF
@@ -125,6 +126,12 @@ cargo_f=$(grep -Eo 'test result: .*; ([0-9]+) failed' <<<"$cargo_out" | grep -Eo
 cargo_s=$(grep -Eo '[0-9]+ ignored' <<<"$cargo_out" | grep -Eo '[0-9]+' | paste -sd+ | bc)
 [ "$cargo_rc" = 0 ] || [ "${cargo_f:-0}" != 0 ] || cargo_f=1
 count "${cargo_p:-0} passed, ${cargo_f:-0} failed, ${cargo_s:-0} skipped"
+
+# The Python package on the host: pip installs the wheel, its stubs match
+# the compiled module, it and its examples type-check, and the pytest
+# cases that need no module pass (those that do run in the VM below, as
+# the kselftest python_test).
+suite python tests/python/host_test.sh
 
 # kfd-preemptd's Prometheus endpoint (its example metrics_fixture, built in
 # userspace/target as cargo-test built it) against promtool, a scratch

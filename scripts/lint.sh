@@ -5,6 +5,8 @@
 #   checkpatch         checkpatch.pl on the C glue, the uapi header, the kselftests, the amdkfd emulation
 #   rustfmt-userspace  cargo fmt --check in userspace/
 #   clippy-userspace   cargo clippy -D warnings on every userspace target
+#   rustfmt-python, clippy-python
+#                      the same for the Python package's crate
 #   rustfmt-fuzz       cargo fmt --check in tests/fuzz/ (kfdp-fuzz; its
 #                      clippy runs where it is built, scripts/build-fuzzer.sh)
 #   amdkfd-fingerprint the reviewed-amdkfd build gate accepts 7.3.4, names a change, and
@@ -42,6 +44,15 @@ checkpatch() {
 
 rustfmt-userspace() {
 	(cd userspace && cargo fmt --all -- --check)
+}
+
+# The Python package's crate (userspace/python) is a workspace of its own.
+rustfmt-python() {
+	(cd userspace/python && cargo fmt -- --check)
+}
+
+clippy-python() {
+	(cd userspace/python && cargo clippy --quiet --all-targets -- -D warnings)
 }
 
 rustfmt-fuzz() {
@@ -139,7 +150,7 @@ import-graph() {
 		return 1
 	local crate
 	for crate in userspace/kfd-preempt userspace/kfd-preempt-cli userspace/kfdp-scenario \
-		userspace/kfd-preempt-capi userspace/kfd-preemptd-stats tests/fuzz; do
+		userspace/kfd-preempt-capi userspace/kfd-preemptd-stats userspace/python tests/fuzz; do
 		python3 scripts/import-graph.py --cycles-only "$crate/src" || return 1
 	done
 	# No binary crate depends on another: what two share is the library's.
@@ -184,7 +195,7 @@ doc-refs() {
 	return $r
 }
 
-[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace rustfmt-fuzz amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy doc-refs
+[ $# -gt 0 ] || set -- rustfmt-module checkpatch rustfmt-userspace clippy-userspace rustfmt-python clippy-python rustfmt-fuzz amdkfd-fingerprint module-metadata import-graph kselftest-uapi-copy doc-refs
 failed=0
 for check in "$@"; do
 	if "$check"; then

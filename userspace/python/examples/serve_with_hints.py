@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: GPL-2.0 OR MIT
+"""A latency-critical service that tells kfd-preemptd each request is
+coming, so that best-effort work is off the GPU before its first kernel.
+
+The service's own parts are the two callables: ``prepare`` (parse,
+tokenize, copy inputs: host work) and ``launch`` (the GPU work). Without
+the daemon, or when it refuses a hint, requests are served all the same.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+from typing import Callable, Optional, TypeVar
+
+import kfd_preempt
+
+Batch = TypeVar("Batch")
+
+# The daemon's hint_socket (its configuration file says where).
+HINT_SOCKET = os.environ.get("KFDP_HINT_SOCKET", "/run/kfd-preemptd/hint.sock")
+# The longest a request's preparation takes before its first kernel.
+PREPARATION_BOUND = 0.050
+
+
+def connect() -> Optional[kfd_preempt.HintClient]:
+    try:
+        return kfd_preempt.HintClient(HINT_SOCKET)
+    except kfd_preempt.KfdPreemptError as e:
+        print(f"serving without hints: {e.strerror}")
+        return None
+
+
+def serve(
+    requests: "queue.Queue[Optional[bytes]]",
+    prepare: Callable[[bytes], Batch],
+    launch: Callable[[Batch], None],
+) -> None:
+    client = connect()
+    while (request := requests.get()) is not None:
+        if client is None:
+            launch(prepare(request))
+            continue
+        try:
+            # Leaving the block normally lets the launched work spend the
+            # hint; an exception in prepare() ends it.
+            with kfd_preempt.hint(client, PREPARATION_BOUND):
+                launch(prepare(request))
+        except kfd_preempt.HintRefused as e:
+            # Not a tenant yet (no GPU queues), or over the daemon's rate.
+            print(f"hint refused ({e.reason}); serving without one")
+            launch(prepare(request))
