@@ -12,6 +12,11 @@
 # Waiting:
 #   await_files TENTHS FILE...   every FILE exists, within TENTHS of a second
 #   until_true EXPR TENTHS       EXPR, evaluated, succeeds within as long
+# The simulated nodes' queues:
+#   suspended                    prints how many are suspended, by any owner
+#   held PID                     prints how many of PID's QUERY reports
+#                                suspended; prints nothing, and fails, when
+#                                QUERY fails (a tenant gone is never "0 held")
 # The daemon:
 #   daemon_config STATS [NAME=VALUE...]
 #                                prints the configuration: [daemon] with the
@@ -26,6 +31,11 @@
 #   daemon_start CONFIG LOG      starts kfd-preemptd, its pid in DAEMON_PID
 #   daemon_stop                  SIGTERM, waits, says its exit status and
 #                                returns it; DAEMON_PID empty again
+#   daemon_lists STATS           the daemon's statistics file STATS lists
+#                                every tenant of this mode (TENANT_PIDS)
+#                                within 30 s: what a daemon_ready waits
+#                                for, which a file of an earlier mode
+#                                cannot satisfy
 # One mode of a scenario, measured over the same window by every tenant:
 #   run_mode MODE LC BE          (DURATION, s, says how long) calls the script's start_tenants MODE LC BE
 #                                (LC and BE are 1 for the tenants to start),
@@ -42,6 +52,15 @@
 #                                The hooks do nothing unless the script
 #                                defines them after sourcing this file.
 #                                Fails if a tenant, or a hook, fails.
+
+suspended() {
+	awk '$1 == "suspended" { print $2 }' /sys/kernel/debug/kfd_preempt/sim/status
+}
+
+held() { # pid
+	_held_list=$(kfd-preempt list "$1" 2>/dev/null) || return 1
+	printf '%s\n' "$_held_list" | awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }'
+}
 
 await_files() { # tenths file...
 	_tenths=$1
@@ -111,6 +130,13 @@ daemon_stop() {
 }
 
 # The hooks of run_mode, which a script may define again.
+daemon_lists() { # stats
+	for _pid in $TENANT_PIDS; do
+		until_true "[ -e $1 ] && grep -q '\"pid\": $_pid,' $1" 300 ||
+			{ echo "# the daemon did not pick tenant $_pid up"; return 1; }
+	done
+}
+
 daemon_ready() { :; }
 before_go() { :; }
 while_measuring() { :; }

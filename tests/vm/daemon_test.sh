@@ -14,15 +14,6 @@ done
 . "$lib/ktap.sh"
 . "$lib/scenario.sh"
 STATUS=/sys/kernel/debug/kfd_preempt/sim/status
-# Queues suspended on the simulated nodes, by anyone.
-suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
-# Queues of process $1 that QUERY reports suspended.
-# Prints nothing, and fails, when QUERY fails: a tenant that is gone is
-# never "0 held".
-held() {
-	kfd-preempt list "$1" >$W/list.out 2>/dev/null || return 1
-	awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' $W/list.out
-}
 W=/tmp/daemon_test
 rm -rf $W && mkdir -p $W && cd $W || exit 1
 

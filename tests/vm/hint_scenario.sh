@@ -47,10 +47,7 @@ start_tenants() { # mode lc be
 # Under the daemon: it attached this mode's tenants (a file of the mode
 # before still lists that mode's) and watches the LC ring.
 daemon_ready() {
-	for _pid in $TENANT_PIDS; do
-		until_true "[ -e stats.json ] && grep -q '\"pid\": $_pid,' stats.json" 300 ||
-			{ echo "# the daemon did not pick tenant $_pid up"; return 1; }
-	done
+	daemon_lists stats.json || return 1
 	until_true "grep -q '\"watched_queues\": 1' stats.json" 100
 }
 

@@ -11,16 +11,8 @@ for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
 done
 . "$lib/ktap.sh"
 . "$lib/scenario.sh"
-STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 W=/tmp/hint_test
 rm -rf $W && mkdir -p $W && cd $W || exit 1
-# Queues suspended on the simulated nodes, by anyone.
-suspended() { awk '$1 == "suspended" { print $2 }' $STATUS; }
-# Queues of process $1 that QUERY reports suspended (nothing if it fails).
-held() {
-	kfd-preempt list "$1" >$W/list.out 2>/dev/null || return 1
-	awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' $W/list.out
-}
 # The number after "KEY": in the statistics (0 if absent).
 stat() { tr -d ' \n' <stats.json | grep -o "\"$1\":[0-9]*" | head -n 1 | grep -o '[0-9]*$' || echo 0; }
 

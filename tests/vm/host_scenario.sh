@@ -107,6 +107,7 @@ lc_tenant() { # node kfdp-scenario-lc-options...
 # The daemon attached every tenant and made its decisions; the simulated
 # nodes' counts start from here.
 daemon_ready() {
+	daemon_lists preemptd.json || return 1
 	want=$(($(echo $LC_NODES | wc -w) + 2))
 	# (no python in the VM: the pretty-printed JSON has one tenant per
 	# "class" line, one watching decision per non-zero watched_queues)

@@ -41,6 +41,7 @@ start_tenants() { # mode lc be
 
 # Under the daemon: it attached both and classified them.
 daemon_ready() {
+	daemon_lists $W/preemptd.json || return 1
 	until_true "kfd-preempt daemon --stats $W/preemptd.json --json 2>/dev/null |
 		grep -q '\"priority\": *\"best-effort\"' &&
 		kfd-preempt daemon --stats $W/preemptd.json --json |

@@ -21,7 +21,6 @@ D=${DURATION:-90} SEED=${SEED:-1} NODES=${NODES:-4}
 reuse=
 [ "${REUSE:-0}" = 1 ] && reuse=--reuse-ring-addresses
 W=/tmp/soak
-STATUS=/sys/kernel/debug/kfd_preempt/sim/status
 rm -rf $W && mkdir -p $W && cd $W || exit 1
 for lib in "$(dirname "$0")/../lib" /kfdp/lib; do
 	[ -f "$lib/scenario.sh" ] && break
@@ -72,8 +71,7 @@ KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --work-ms 50 --duration-s 600 \
 be=$!
 held=0 i=0
 while [ $i -lt 300 ]; do
-	kfd-preempt list $be >list.out 2>/dev/null &&
-		held=$(awk 'NR > 1 && $4 ~ /suspended/ { n++ } END { print n + 0 }' list.out)
+	held=$(held $be) || held=0
 	[ "${held:-0}" -gt 0 ] && break
 	i=$((i + 1))
 	sleep 0.1
@@ -82,7 +80,7 @@ kill -TERM $d
 wait $d
 drc=$?
 check $drc "kfd-preemptd exits 0 on SIGTERM after the soak"
-left=$(awk '$1 == "suspended" { print $2 }' $STATUS)
+left=$(suspended)
 [ "${held:-0}" -gt 0 ] && [ "$left" = 0 ]
 check $? "the daemon held a live tenant when it stopped ($held queues), and left nothing suspended ($left)"
 kill $lc $be 2>/dev/null
