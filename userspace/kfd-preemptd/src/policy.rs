@@ -35,11 +35,12 @@
 //!   levels leave the node before the work's first dispatch. The next busy
 //!   edge spends every hint given before it (from then on as usual); a
 //!   hint given while LC is busy is for the work after, and keeps the
-//!   lower levels off when LC goes idle. A hint that reaches its time with
-//!   no work, or that its tenant ends first, is over, and with no hint
-//!   left (and LC idle) the lower levels are resumed. A hint changes
-//!   nothing while LC has no queues, and obeys the minimum share like any
-//!   demand.
+//!   lower levels off when LC goes idle. Each of the daemon's connections
+//!   holds a hint of its own. A hint that reaches its time with no work,
+//!   that its connection ends first, or whose tenant is gone, is over, and
+//!   with no hint left (and LC idle) the lower levels are resumed. A hint
+//!   changes nothing while LC has no queues, and obeys the minimum share
+//!   like any demand.
 //!
 //! ```
 //! use std::time::Duration;
@@ -134,19 +135,25 @@ pub enum Event {
         /// (`CLOCK_MONOTONIC`): LC went idle about the hysteresis before.
         edge: Duration,
     },
-    /// Tenant `pid` of the level says work is coming within `until`
-    /// (`CLOCK_MONOTONIC`); the daemon checked that it is a tenant of the
-    /// level with queues on the node.
+    /// Tenant `pid` of the level says on its connection `conn` to the
+    /// daemon that work is coming within `until` (`CLOCK_MONOTONIC`); the
+    /// daemon checked that it is a tenant of the level with queues on the
+    /// node. A hint is the connection's, not the tenant's: a tenant may
+    /// hold several connections (a service's threads), each with a hint
+    /// of its own that lives and ends on its own.
     Hint {
-        /// Its pid.
+        /// The tenant's pid: its hints end with it ([`Event::TenantGone`]).
         pid: i32,
+        /// The connection the hint came on.
+        conn: u64,
         /// When the hint is over if no work came.
         until: Duration,
     },
-    /// Tenant `pid` ends its hint before its time.
+    /// The hint of connection `conn` ends before its time (the tenant
+    /// ended it, or the connection closed).
     HintEnd {
-        /// Its pid.
-        pid: i32,
+        /// The connection.
+        conn: u64,
     },
     /// The preemption asked for by [`Action::PreemptLower`] took effect (for
     /// at least one queue).
@@ -387,6 +394,17 @@ struct TenantState {
     queues: usize,
 }
 
+/// A hint in force.
+#[derive(Debug, Clone, Copy)]
+struct GivenHint {
+    /// The tenant that gave it.
+    pid: i32,
+    /// When it was given: a busy edge after it does not spend it.
+    given: Duration,
+    /// When it runs out.
+    until: Duration,
+}
+
 /// The policy state machine.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -417,11 +435,8 @@ pub struct Policy {
     held_in_period: Duration,
     counters: Counters,
     latency: Histogram,
-    /// The hints in force: by hinting tenant, when it was given and when
-    /// it runs out.
-    hints: BTreeMap<i32, (Duration, Duration)>,
-    /// A hint ended during the event being handled.
-    hint_over: bool,
+    /// The hints in force, by the daemon's connection they came on.
+    hints: BTreeMap<u64, GivenHint>,
 }
 
 impl Policy {
@@ -447,7 +462,6 @@ impl Policy {
             counters: Counters::default(),
             latency: Histogram::default(),
             hints: BTreeMap::new(),
-            hint_over: false,
         }
     }
 
@@ -536,7 +550,7 @@ impl Policy {
         if let Some(r) = self.retry_at {
             d = d.min(r);
         }
-        if let Some(until) = self.hints.values().map(|h| h.1).min() {
+        if let Some(until) = self.hints.values().map(|h| h.until).min() {
             d = d.min(until);
         }
         d
@@ -547,8 +561,9 @@ impl Policy {
     /// come before ARMs, so that a reaction is not delayed by one.
     pub fn handle(&mut self, now: Duration, event: Event) -> Vec<Action> {
         self.roll_period(now);
-        self.hint_over = false;
-        self.expire_hints(now);
+        // Whether the last hint ended during this event: the resume it
+        // leads to, if any, is `hint-over` rather than `lc-idle`.
+        let mut hint_over = self.expire_hints(now);
         let lc_before = self.watched_queues();
         let mut rearm = false;
         let mut lower_changed = false;
@@ -570,6 +585,9 @@ impl Policy {
             }
             Event::TenantGone { pid } => {
                 self.tenants.remove(&pid);
+                // A hint is its tenant's word: it goes with the tenant, even
+                // while a connection it made stays open (a forked child's).
+                hint_over |= self.end_hints(|_, h| h.pid == pid);
             }
             Event::LcBusy { edge } => {
                 if self.mode == Mode::LcIdle {
@@ -580,18 +598,25 @@ impl Policy {
                     // Held already (a hint): no reaction to measure.
                     self.pending_edge = (!self.held).then_some(edge);
                     // The work came: the hints given before it are spent.
-                    self.hints.retain(|_, h| h.0 > edge);
+                    self.hints.retain(|_, h| h.given > edge);
                     rearm = true;
                 }
             }
-            Event::Hint { pid, until } => {
+            Event::Hint { pid, conn, until } => {
                 if self.mode != Mode::NoLc && until > now {
-                    let h = self.hints.entry(pid).or_insert((now, until));
-                    *h = (now, h.1.max(until));
+                    let until = self.hints.get(&conn).map_or(until, |h| h.until.max(until));
+                    self.hints.insert(
+                        conn,
+                        GivenHint {
+                            pid,
+                            given: now,
+                            until,
+                        },
+                    );
                 }
             }
-            Event::HintEnd { pid } => {
-                self.hint_over |= self.hints.remove(&pid).is_some() && self.hints.is_empty();
+            Event::HintEnd { conn } => {
+                hint_over |= self.end_hints(|c, _| c == conn);
             }
             Event::LcIdle { edge } => {
                 if self.mode == Mode::LcBusy {
@@ -646,7 +671,7 @@ impl Policy {
         }
 
         let mut out = Vec::new();
-        self.reconcile(now, lower_changed, &mut out);
+        self.reconcile(now, lower_changed, hint_over, &mut out);
         if rearm {
             out.push(self.arm_action());
         }
@@ -721,8 +746,15 @@ impl Policy {
         self.queues_of(Role::Lower)
     }
 
-    /// Brings "held" in line with what the mode and the minimum share want.
-    fn reconcile(&mut self, now: Duration, lower_changed: bool, out: &mut Vec<Action>) {
+    /// Brings "held" in line with what the mode and the minimum share want;
+    /// `hint_over`: the last hint ended during this event.
+    fn reconcile(
+        &mut self,
+        now: Duration,
+        lower_changed: bool,
+        hint_over: bool,
+        out: &mut Vec<Action>,
+    ) {
         let lower = self.lower_queues();
         let want = self.demands() && lower > 0;
         if !want {
@@ -733,7 +765,7 @@ impl Policy {
             self.pending_edge = None;
         }
         if self.held {
-            self.reconcile_held(now, lower, want, lower_changed, out);
+            self.reconcile_held(now, lower, want, lower_changed, hint_over, out);
         } else if want {
             self.maybe_preempt(now, out);
         }
@@ -748,6 +780,7 @@ impl Policy {
         lower: usize,
         want: bool,
         lower_changed: bool,
+        hint_over: bool,
         out: &mut Vec<Action>,
     ) {
         if lower == 0 {
@@ -761,7 +794,7 @@ impl Policy {
             self.counters.resumes += 1;
             let reason = if self.mode == Mode::NoLc {
                 ResumeReason::LcGone
-            } else if self.hint_over {
+            } else if hint_over {
                 ResumeReason::HintOver
             } else {
                 ResumeReason::LcIdle
@@ -839,13 +872,22 @@ impl Policy {
         });
     }
 
-    /// Ends the hints whose time has come: no work came in time.
-    fn expire_hints(&mut self, now: Duration) {
+    /// Ends the hints whose time has come (no work came in time); true if
+    /// that ended the last one.
+    fn expire_hints(&mut self, now: Duration) -> bool {
         let before = self.hints.len();
-        self.hints.retain(|_, h| h.1 > now);
+        self.hints.retain(|_, h| h.until > now);
         let expired = before - self.hints.len();
         self.counters.hints_expired += expired as u64;
-        self.hint_over |= expired > 0 && self.hints.is_empty();
+        expired > 0 && self.hints.is_empty()
+    }
+
+    /// Ends the hints `which` picks (by connection and hint); true if that
+    /// ended the last one.
+    fn end_hints(&mut self, which: impl Fn(u64, &GivenHint) -> bool) -> bool {
+        let before = self.hints.len();
+        self.hints.retain(|conn, h| !which(*conn, h));
+        before > self.hints.len() && self.hints.is_empty()
     }
 
     fn stop_holding(&mut self, now: Duration) {
@@ -1603,12 +1645,16 @@ mod tests {
         assert_eq!(h.buckets[LATENCY_BUCKETS - 1], 1);
     }
 
-    /// A hint from the LC tenant at `at`, `within` long.
+    /// The connection the LC tenant's hints come on in these tests.
+    const CONN: u64 = 1;
+
+    /// A hint from the LC tenant on [`CONN`] at `at`, `within` long.
     fn hint(p: &mut Policy, at: Duration, within: Duration) -> Vec<Action> {
         p.handle(
             at,
             Event::Hint {
                 pid: LC,
+                conn: CONN,
                 until: at + within,
             },
         )
@@ -1680,11 +1726,68 @@ mod tests {
         let mut p = setup(cfg());
         hint(&mut p, ms(10), ms(100));
         p.handle(ms(10), Event::PreemptDone { retry_after: None });
-        let a = p.handle(ms(30), Event::HintEnd { pid: LC });
+        let a = p.handle(ms(30), Event::HintEnd { conn: CONN });
         assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
         assert_eq!(p.counters().hints_expired, 0);
         // Ending it again changes nothing.
-        assert!(p.handle(ms(31), Event::HintEnd { pid: LC }).is_empty());
+        assert!(p.handle(ms(31), Event::HintEnd { conn: CONN }).is_empty());
+    }
+
+    #[test]
+    fn each_connection_of_a_tenant_has_a_hint_of_its_own() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        // The same tenant on a second connection (another thread of it).
+        let a = p.handle(
+            ms(20),
+            Event::Hint {
+                pid: LC,
+                conn: CONN + 1,
+                until: ms(50),
+            },
+        );
+        assert!(a.is_empty(), "{a:?}");
+        // The second ending its hint leaves the first's.
+        let a = p.handle(ms(30), Event::HintEnd { conn: CONN + 1 });
+        assert!(a.is_empty(), "{a:?}");
+        assert!(p.is_held() && p.is_hinted());
+        let a = p.handle(ms(40), Event::HintEnd { conn: CONN });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
+    }
+
+    #[test]
+    fn a_tenant_gone_takes_its_hints_with_it() {
+        let mut p = setup(cfg());
+        // Another LC tenant keeps the level on the node.
+        p.handle(
+            ms(0),
+            Event::TenantAdded {
+                pid: LC2,
+                role: Role::Watched,
+            },
+        );
+        p.handle(
+            ms(0),
+            Event::TenantQueues {
+                pid: LC2,
+                queues: 1,
+            },
+        );
+        hint(&mut p, ms(10), ms(500));
+        p.handle(
+            ms(10),
+            Event::Hint {
+                pid: LC,
+                conn: CONN + 1,
+                until: ms(500),
+            },
+        );
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        let a = p.handle(ms(20), Event::TenantGone { pid: LC });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::HintOver));
+        assert!(!p.is_held() && !p.is_hinted());
+        assert_eq!(p.counters().hints_expired, 0);
     }
 
     #[test]
@@ -1710,11 +1813,12 @@ mod tests {
             ms(20),
             Event::Hint {
                 pid: LC2,
+                conn: CONN + 1,
                 until: ms(300),
             },
         );
         assert!(a.is_empty(), "{a:?}");
-        let a = p.handle(ms(30), Event::HintEnd { pid: LC });
+        let a = p.handle(ms(30), Event::HintEnd { conn: CONN });
         assert!(a.is_empty(), "{a:?}");
         // The lease is renewed at its half meanwhile, and LC2's hint is
         // over at its time.

@@ -96,23 +96,39 @@ impl<B: Backend> Daemon<'_, B> {
         self.carry_out(actions);
     }
 
-    /// Carries out `actions` in order, except that every preemption and
-    /// lease renewal pending at a moment goes into one PREEMPT batch
-    /// (preemptions come before ARMs in each decision's list, so the
-    /// reaction is not delayed by one).
+    /// Carries out `actions`, then those of the events they lead to, until
+    /// none are left. Each decision's actions are carried out in the order
+    /// its policy gave them: one wakeup may bring a decision a resume and
+    /// then a preemption (one connection's hint ended, another's given),
+    /// and only that order leaves the queues as the policy holds them.
+    /// Across decisions the order does not matter (a resume leaves alone
+    /// what another decision holds, [`Self::resume`]), so the preemptions
+    /// and renewals first in line of every decision go in one PREEMPT
+    /// batch, ahead of the other decisions' actions: a reaction waits
+    /// neither for a second PREEMPT nor for another decision's ARM.
     pub(super) fn carry_out(&mut self, actions: Vec<(DecisionKey, Action)>) {
         let mut queue: VecDeque<(DecisionKey, Action)> = actions.into();
         while !queue.is_empty() {
-            let (batch, rest): (Vec<_>, Vec<_>) = queue.drain(..).partition(|(_, a)| {
-                matches!(a, Action::PreemptLower { .. } | Action::RenewLease { .. })
-            });
-            queue = rest.into();
-            let followups = if batch.is_empty() {
+            // Each decision's first action in line, if it is a preemption
+            // or a renewal.
+            let mut seen = HashSet::new();
+            let batched: Vec<usize> = (0..queue.len())
+                .filter(|&i| seen.insert(queue[i].0) && is_preempt(&queue[i].1))
+                .collect();
+            let followups = if batched.is_empty() {
+                // The first in the queue is first in its decision's line.
                 match queue.pop_front() {
                     Some((key, action)) => self.execute(key, action).into_iter().collect(),
                     None => Vec::new(),
                 }
             } else {
+                // Taken from the back, so that the indices left stay right.
+                let mut batch: Vec<_> = batched
+                    .iter()
+                    .rev()
+                    .filter_map(|&i| queue.remove(i))
+                    .collect();
+                batch.reverse();
                 self.preempt_batch(batch)
             };
             for (key, at, event) in followups {
@@ -705,6 +721,14 @@ impl<B: Backend> Daemon<'_, B> {
             );
         }
     }
+}
+
+/// Whether `action` goes in a PREEMPT batch.
+fn is_preempt(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::PreemptLower { .. } | Action::RenewLease { .. }
+    )
 }
 
 /// Each sampled queue's write index: an `ANY_BUSY` ARM's baseline.

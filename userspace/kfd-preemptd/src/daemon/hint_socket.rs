@@ -6,13 +6,15 @@
 //! Every operation is non-blocking: the socket is served from the
 //! daemon's SCHED_FIFO loop, which must never wait for a client. A client
 //! that does not read its replies loses them (a reply that does not fit
-//! the socket's buffer is dropped, and the connection with it).
+//! the socket's buffer is dropped, and the connection with it). Closing a
+//! connection is the daemon's ([`super::hints`]): it ends the connection's
+//! hint first.
 
 use std::{
     collections::HashMap,
     fs, io,
     os::{
-        fd::{AsFd, BorrowedFd, OwnedFd},
+        fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
         unix::fs::{FileTypeExt, PermissionsExt},
     },
     path::{Path, PathBuf},
@@ -23,8 +25,8 @@ use kfd_preempt::hint::{Reply, Request, MAX_MESSAGE};
 use rustix::{
     io::Errno,
     net::{
-        accept_with, bind, listen, recv, send, socket_with, sockopt::socket_peercred,
-        AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+        accept_with, bind, connect, listen, recv, send, socket_with, AddressFamily, RecvFlags,
+        SendFlags, SocketAddrUnix, SocketFlags, SocketType,
     },
 };
 
@@ -38,12 +40,18 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// loop this much before it goes back to reacting.
 const ACCEPTS_PER_WAKE: usize = 8;
 
+/// How long the daemon stops taking connections when it has no descriptor
+/// for one (`EMFILE`, `ENFILE`): the connection stays in the backlog, the
+/// listener readable, and taking it again at once would spin the loop.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
 /// One client connection.
 pub(super) struct Connection {
     /// Which connection this is, for the daemon to answer it.
     pub id: u64,
     fd: OwnedFd,
-    /// The process that connected (`SO_PEERCRED`).
+    /// The process that connected (`SO_PEERCRED`); 0 if it is not in the
+    /// daemon's pid namespace, which no tenant's pid is.
     pub pid: i32,
     /// The decisions its hint holds on, until it ends.
     pub hinted: Vec<DecisionKey>,
@@ -73,19 +81,31 @@ pub(super) struct HintSocket {
     connections: Vec<Connection>,
     next_id: u64,
     allowances: HashMap<i32, Allowance>,
+    /// No connection is taken before this (`ACCEPT_PAUSE`).
+    paused_until: Option<Duration>,
 }
 
 impl HintSocket {
     /// Listens on `path`, which any local process may connect to: the
     /// daemon trusts a hint by who sent it, not by who could connect. Its
     /// directory is made if missing; a socket left by an earlier daemon is
-    /// replaced; any other file there is an error.
+    /// replaced, but one a daemon still listens on is an error (a second
+    /// daemon would take its socket from it); any other file there is an
+    /// error.
     pub fn bind(path: &Path) -> io::Result<Self> {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir)?;
         }
         match fs::symlink_metadata(path) {
-            Ok(m) if m.file_type().is_socket() => fs::remove_file(path)?,
+            Ok(m) if m.file_type().is_socket() => {
+                if is_listened_on(path)? {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        "another process (a kfd-preemptd already running?) listens on it",
+                    ));
+                }
+                fs::remove_file(path)?
+            }
             Ok(_) => {
                 return Err(io::Error::new(
                     io::ErrorKind::AlreadyExists,
@@ -110,13 +130,27 @@ impl HintSocket {
             connections: Vec::new(),
             next_id: 0,
             allowances: HashMap::new(),
+            paused_until: None,
         })
     }
 
-    /// The descriptors to poll for input: the listener's and each
-    /// connection's.
-    pub fn poll_fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        std::iter::once(self.listener.as_fd()).chain(self.connections.iter().map(|c| c.fd.as_fd()))
+    /// The descriptors to poll for input at `now`: each connection's, and
+    /// the listener's unless taking connections is paused.
+    pub fn poll_fds(&self, now: Duration) -> impl Iterator<Item = BorrowedFd<'_>> {
+        let listener = self.accepting(now).then(|| self.listener.as_fd());
+        listener
+            .into_iter()
+            .chain(self.connections.iter().map(|c| c.fd.as_fd()))
+    }
+
+    /// When the loop is to wake up to take connections again, if paused
+    /// at `now`.
+    pub fn wake_at(&self, now: Duration) -> Option<Duration> {
+        self.paused_until.filter(|t| *t > now)
+    }
+
+    fn accepting(&self, now: Duration) -> bool {
+        self.paused_until.is_none_or(|t| now >= t)
     }
 
     /// Connections open now.
@@ -124,30 +158,49 @@ impl HintSocket {
         self.connections.len()
     }
 
-    /// Takes the connections waiting (a few per call), each known by the
-    /// pid that made it. Beyond [`MAX_CONNECTIONS`] a connection is closed
-    /// at once.
-    pub fn accept(&mut self) {
+    /// Takes the connections waiting at `now` (a few per call), each known
+    /// by the pid that made it. Beyond [`MAX_CONNECTIONS`] a connection is
+    /// closed at once.
+    pub fn accept(&mut self, now: Duration) {
+        if !self.accepting(now) {
+            return;
+        }
+        self.paused_until = None;
         for _ in 0..ACCEPTS_PER_WAKE {
             let fd = match accept_with(&self.listener, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC)
             {
                 Ok(fd) => fd,
-                // Nothing waiting, or an error of that one connection.
-                Err(_) => return,
+                Err(e) => {
+                    self.accept_failed(e, now);
+                    return;
+                }
             };
             if self.connections.len() >= MAX_CONNECTIONS {
                 continue;
             }
-            let Ok(cred) = socket_peercred(&fd) else {
+            let Ok(pid) = peer_pid(fd.as_fd()) else {
                 continue;
             };
             self.next_id += 1;
             self.connections.push(Connection {
                 id: self.next_id,
                 fd,
-                pid: cred.pid.as_raw_nonzero().get(),
+                pid,
                 hinted: Vec::new(),
             });
+        }
+    }
+
+    /// After `accept` failed with `e` at `now`: nothing waiting, or an
+    /// error of that one connection, end this round; a want of descriptors
+    /// or memory leaves the connection waiting, so the listener is left
+    /// out of the poll for [`ACCEPT_PAUSE`].
+    fn accept_failed(&mut self, e: Errno, now: Duration) {
+        if matches!(
+            e,
+            Errno::MFILE | Errno::NFILE | Errno::NOBUFS | Errno::NOMEM
+        ) {
+            self.paused_until = Some(now + ACCEPT_PAUSE);
         }
     }
 
@@ -178,20 +231,19 @@ impl HintSocket {
         self.connections.iter_mut().find(|c| c.id == id)
     }
 
-    /// Answers connection `id`; a client that cannot take the reply now is
-    /// closed.
-    pub fn reply(&mut self, id: u64, reply: Reply) {
+    /// Answers connection `id`; false if the client cannot take the reply
+    /// now (or is gone): the daemon closes such a connection.
+    #[must_use]
+    pub fn reply(&mut self, id: u64, reply: Reply) -> bool {
         let Some(c) = self.connections.iter().find(|c| c.id == id) else {
-            return;
+            return false;
         };
-        let sent = send(
+        send(
             &c.fd,
             reply.encode().as_bytes(),
             SendFlags::DONTWAIT | SendFlags::NOSIGNAL,
-        );
-        if sent.is_err() {
-            self.close(id);
-        }
+        )
+        .is_ok()
     }
 
     /// Closes connection `id`, returning it (its hint is the caller's to
@@ -234,6 +286,52 @@ impl HintSocket {
     }
 }
 
+/// Whether a process listens on the socket `path`: a connection to it is
+/// taken (or waits in a full backlog); one left by a daemon that is gone
+/// is refused.
+fn is_listened_on(path: &Path) -> io::Result<bool> {
+    let probe = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match connect(&probe, &SocketAddrUnix::new(path)?) {
+        Ok(()) | Err(Errno::AGAIN | Errno::INPROGRESS) => Ok(true),
+        Err(Errno::CONNREFUSED | Errno::NOENT) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pid of the process at the other end of `fd` (`SO_PEERCRED`), 0 if
+/// it is in a pid namespace the daemon cannot see into. Not rustix's
+/// `socket_peercred`: it reads the pid into a `Pid`, which cannot be 0.
+fn peer_pid(fd: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `fd` is an open socket for the call; `cred` and `len` are
+    // valid for writing, and `len` is the size of `cred`, the `ucred` that
+    // SO_PEERCRED writes (no more than `len` bytes).
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(cred.pid)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 impl Drop for HintSocket {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
@@ -243,6 +341,15 @@ impl Drop for HintSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn client() -> io::Result<OwnedFd> {
+        Ok(socket_with(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )?)
+    }
 
     #[test]
     fn an_allowance_is_a_seconds_worth_refilled_at_the_rate() {
@@ -268,12 +375,59 @@ mod tests {
         assert!(HintSocket::bind(&path).is_err());
         assert_eq!(fs::read(&path).unwrap(), b"not a socket");
         fs::remove_file(&path).unwrap();
-        let first = HintSocket::bind(&path).unwrap();
-        std::mem::forget(first);
+        // A socket whose listener is gone: what a daemon killed leaves.
+        let old = client().unwrap();
+        bind(&old, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        drop(old);
+        assert!(path.exists());
         let second = HintSocket::bind(&path).unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666);
         drop(second);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_socket_a_daemon_listens_on_is_not_taken_from_it() {
+        let dir = crate::testutil::TempDir::new("hint-live");
+        let path = dir.path().join("h.sock");
+        let mut first = HintSocket::bind(&path).unwrap();
+        let e = HintSocket::bind(&path).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        // The first still has its socket, and takes connections on it
+        // (the probe's own connection among them).
+        let c = client().unwrap();
+        connect(&c, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        first.accept(Duration::ZERO);
+        assert_eq!(first.connections(), 2);
+        // Its peers are known by their pid: this process's.
+        let me = std::process::id() as i32;
+        assert!(first.connections.iter().all(|c| c.pid == me));
+    }
+
+    #[test]
+    fn without_descriptors_the_listener_rests_instead_of_spinning() {
+        let dir = crate::testutil::TempDir::new("hint-emfile");
+        let path = dir.path().join("h.sock");
+        let mut s = HintSocket::bind(&path).unwrap();
+        let c = client().unwrap();
+        connect(&c, &SocketAddrUnix::new(&path).unwrap()).unwrap();
+        let ms = Duration::from_millis;
+        assert_eq!(s.poll_fds(ms(0)).count(), 1);
+        // What `accept` does when it gets EMFILE for the waiting connection.
+        s.accept_failed(Errno::MFILE, ms(0));
+        assert_eq!(s.poll_fds(ms(1)).count(), 0);
+        assert_eq!(s.wake_at(ms(1)), Some(ACCEPT_PAUSE));
+        // A loop that wakes at the pause's end is not woken again by it.
+        assert_eq!(s.wake_at(ACCEPT_PAUSE), None);
+        s.accept(ms(1));
+        assert_eq!(s.connections(), 0);
+        // Past the pause it is polled and taken again.
+        assert_eq!(s.poll_fds(ACCEPT_PAUSE).count(), 1);
+        s.accept(ACCEPT_PAUSE);
+        assert_eq!((s.connections(), s.paused_until), (1, None));
+        // Nothing waiting is no pause.
+        s.accept_failed(Errno::AGAIN, ACCEPT_PAUSE);
+        assert_eq!(s.paused_until, None);
     }
 }

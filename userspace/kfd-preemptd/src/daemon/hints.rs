@@ -37,36 +37,41 @@ impl<B: Backend> Daemon<'_, B> {
     /// Takes new connections and answers every request waiting on the
     /// hint socket, then carries out what the hints led to.
     pub(super) fn serve_hints(&mut self) {
+        let now = monotonic();
         let Some(socket) = self.hint_socket.as_mut() else {
             return;
         };
-        socket.accept();
+        socket.accept(now);
         let incoming = socket.receive();
         if incoming.is_empty() {
             return;
         }
         let tenants = &self.tenants;
         socket.forget_allowances(|pid| tenants.contains_key(&pid));
-        let now = monotonic();
         let mut events = Vec::new();
         for (id, what) in incoming {
             match what {
                 Incoming::Request(Request::Begin { within, nodes }) => {
-                    let reply = match self.begin_hint(id, within, &nodes, now, &mut events) {
+                    let (reply, close) = match self.begin_hint(id, within, &nodes, now, &mut events)
+                    {
                         Ok(n) => {
                             self.hint_counts.accepted += 1;
-                            Reply::Ok(n)
+                            (Reply::Ok(n), false)
                         }
                         Err(r) => {
                             *self.hint_counts.refused.entry(r.as_str()).or_default() += 1;
-                            Reply::Refused(r)
+                            // A caller that is no tenant, or does not speak
+                            // the protocol, has no use for its connection:
+                            // closed, it keeps no one else out of the
+                            // `MAX_CONNECTIONS`.
+                            (Reply::Refused(r), r.closes_connection())
                         }
                     };
-                    self.reply_hint(id, reply);
+                    self.answer_hint(id, reply, close, now, &mut events);
                 }
                 Incoming::Request(Request::End) => {
                     self.end_hint(id, now, &mut events);
-                    self.reply_hint(id, Reply::Ok(0));
+                    self.answer_hint(id, Reply::Ok(0), false, now, &mut events);
                 }
                 Incoming::Malformed => {
                     *self
@@ -74,14 +79,11 @@ impl<B: Backend> Daemon<'_, B> {
                         .refused
                         .entry(Refusal::Malformed.as_str())
                         .or_default() += 1;
-                    self.reply_hint(id, Reply::Refused(Refusal::Malformed));
+                    let r = Refusal::Malformed;
+                    let close = r.closes_connection();
+                    self.answer_hint(id, Reply::Refused(r), close, now, &mut events);
                 }
-                Incoming::Closed => {
-                    self.end_hint(id, now, &mut events);
-                    if let Some(s) = self.hint_socket.as_mut() {
-                        s.close(id);
-                    }
-                }
+                Incoming::Closed => self.close_hint_connection(id, now, &mut events),
             }
         }
         if !events.is_empty() {
@@ -106,6 +108,11 @@ impl<B: Backend> Daemon<'_, B> {
         let socket = self.hint_socket.as_mut().ok_or(Refusal::Malformed)?;
         let conn = socket.connection(id).ok_or(Refusal::Malformed)?;
         let pid = conn.pid;
+        // Pid 0: a peer in a pid namespace the daemon cannot see into,
+        // which no tenant is.
+        if pid <= 0 {
+            return Err(Refusal::NotATenant);
+        }
         let tenant = self.tenants.get(&pid).ok_or(Refusal::NotATenant)?;
         if tenant.rank == 0 {
             return Err(Refusal::LowestLevel);
@@ -134,7 +141,7 @@ impl<B: Backend> Daemon<'_, B> {
         // A new begin on a connection replaces its hint: nodes it no
         // longer names are ended, the others take the later time.
         for k in conn.hinted.iter().filter(|k| !keys.contains(k)) {
-            events.push((*k, now, Event::HintEnd { pid }));
+            events.push((*k, now, Event::HintEnd { conn: id }));
         }
         for k in &keys {
             events.push((
@@ -142,6 +149,7 @@ impl<B: Backend> Daemon<'_, B> {
                 now,
                 Event::Hint {
                     pid,
+                    conn: id,
                     until: now + within,
                 },
             ));
@@ -160,17 +168,46 @@ impl<B: Backend> Daemon<'_, B> {
         let Some(conn) = self.hint_socket.as_mut().and_then(|s| s.connection(id)) else {
             return;
         };
-        let pid = conn.pid;
         let keys = std::mem::take(&mut conn.hinted);
         if !keys.is_empty() {
             self.hint_counts.ended += 1;
         }
-        events.extend(keys.into_iter().map(|k| (k, now, Event::HintEnd { pid })));
+        events.extend(
+            keys.into_iter()
+                .map(|k| (k, now, Event::HintEnd { conn: id })),
+        );
     }
 
-    fn reply_hint(&mut self, id: u64, reply: Reply) {
+    /// Sends `reply` on connection `id`, then closes it if `close`, or if
+    /// the reply could not be sent.
+    fn answer_hint(
+        &mut self,
+        id: u64,
+        reply: Reply,
+        close: bool,
+        now: Duration,
+        events: &mut Vec<(DecisionKey, Duration, Event)>,
+    ) {
+        let sent = self
+            .hint_socket
+            .as_mut()
+            .is_some_and(|s| s.reply(id, reply));
+        if close || !sent {
+            self.close_hint_connection(id, now, events);
+        }
+    }
+
+    /// Closes connection `id`: the only way one is closed, so that no hint
+    /// outlives its connection.
+    fn close_hint_connection(
+        &mut self,
+        id: u64,
+        now: Duration,
+        events: &mut Vec<(DecisionKey, Duration, Event)>,
+    ) {
+        self.end_hint(id, now, events);
         if let Some(s) = self.hint_socket.as_mut() {
-            s.reply(id, reply);
+            s.close(id);
         }
     }
 

@@ -322,7 +322,13 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 .next_stats
                 .min(self.next_deadline(now))
                 .min(self.next_scan)
-                .min(held_scan.unwrap_or(Duration::MAX));
+                .min(held_scan.unwrap_or(Duration::MAX))
+                .min(
+                    self.hint_socket
+                        .as_ref()
+                        .and_then(|h| h.wake_at(now))
+                        .unwrap_or(Duration::MAX),
+                );
             let timeout = Timespec::try_from(deadline.saturating_sub(now)).unwrap_or(Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -347,7 +353,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 let first_hint = fds.len();
                 if let Some(h) = &self.hint_socket {
                     fds.extend(
-                        h.poll_fds()
+                        h.poll_fds(now)
                             .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN)),
                     );
                 }

@@ -18,7 +18,7 @@ use super::*;
 use crate::{
     config::Config,
     discover::Discovery,
-    policy::{Event, Mode},
+    policy::{Action, Event, Mode, PreemptReason, ResumeReason},
     testutil::FakeProc,
 };
 
@@ -1155,6 +1155,35 @@ fn decisions_busy_at_the_same_moment_share_one_preempt() {
     d.on_wakeups(&[LC_B]);
     assert_eq!(fake.main_calls(), vec![Call::Resume(vec![mq(BE, B, 5)])]);
     assert!(held(&d, LC_A) && !held(&d, LC_B));
+}
+
+#[test]
+fn a_decisions_resume_and_preemption_are_carried_out_in_its_order() {
+    let (p, fake, cfg) = two_nodes("in-order");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.scan();
+    fake.calls();
+    // What one wakeup gives a decision whose hint ended as another was
+    // given: its queues must end up off.
+    d.carry_out(vec![
+        (
+            LC_A,
+            Action::ResumeLower {
+                reason: ResumeReason::HintOver,
+            },
+        ),
+        (
+            LC_A,
+            Action::PreemptLower {
+                lease: LEASE,
+                reason: PreemptReason::Hint,
+            },
+        ),
+    ]);
+    assert_eq!(
+        fake.main_calls(),
+        vec![Call::Resume(be_refs()), Call::Preempt(be_refs(), LEASE)]
+    );
 }
 
 /// Three levels on node A: LC (top), MID, BE (lowest).

@@ -4,8 +4,8 @@
 use std::os::fd::OwnedFd;
 
 use rustix::net::{
-    connect, recv, send, socket_with, AddressFamily, RecvFlags, SendFlags, SocketAddrUnix,
-    SocketFlags, SocketType,
+    connect, recv, send, shutdown, socket_with, AddressFamily, RecvFlags, SendFlags, Shutdown,
+    SocketAddrUnix, SocketFlags, SocketType,
 };
 
 use super::*;
@@ -21,7 +21,7 @@ fn peer(d: &mut Daemon<'_, Fake>, path: &std::path::Path, pid: i32) -> OwnedFd {
     .unwrap();
     connect(&fd, &SocketAddrUnix::new(path).unwrap()).unwrap();
     let s = d.hint_socket.as_mut().unwrap();
-    s.accept();
+    s.accept(monotonic());
     s.pretend_newest_is(pid);
     fd
 }
@@ -33,6 +33,19 @@ fn ask(d: &mut Daemon<'_, Fake>, fd: &OwnedFd, msg: &str) -> String {
     let mut buf = [0u8; 128];
     let (n, _) = recv(fd, &mut buf[..], RecvFlags::DONTWAIT).unwrap();
     String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Whether the daemon closed `fd`'s connection (after the replies it
+/// sent, read or not).
+fn closed_by_daemon(fd: &OwnedFd) -> bool {
+    let mut buf = [0u8; 128];
+    loop {
+        match recv(fd, &mut buf[..], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return true,
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    }
 }
 
 fn socket_path(p: &FakeProc) -> std::path::PathBuf {
@@ -100,11 +113,15 @@ fn hints_that_would_preempt_what_they_may_not_are_refused_and_change_nothing() {
     d.listen_for_hints(&socket_path(&p)).unwrap();
     d.scan();
     fake.calls();
-    // Not a tenant: an ignored process, and one the daemon never saw.
-    for pid in [SMI, 12345] {
+    // Not a tenant: an ignored process, one the daemon never saw, and one
+    // in a pid namespace it cannot see into (SO_PEERCRED's pid 0). Each is
+    // closed after the refusal.
+    for pid in [SMI, 12345, 0] {
         let c = peer(&mut d, &socket_path(&p), pid);
         assert_eq!(ask(&mut d, &c, "begin 50"), "refused not-a-tenant");
+        assert!(closed_by_daemon(&c), "{pid}");
     }
+    assert_eq!(d.stats(monotonic()).hints.connections, 0);
     // A best-effort tenant: nothing is below it.
     let be = peer(&mut d, &socket_path(&p), BE);
     assert_eq!(ask(&mut d, &be, "begin 50"), "refused lowest-level");
@@ -120,16 +137,27 @@ fn hints_that_would_preempt_what_they_may_not_are_refused_and_change_nothing() {
     ] {
         assert_eq!(ask(&mut d, &lc, &msg), "refused no-queues", "{msg}");
     }
-    for msg in ["begin 0", "begin 101", "begin", "hurry", "end please"] {
-        assert_eq!(ask(&mut d, &lc, msg), "refused malformed", "{msg}");
-    }
+    // These refusals leave the connections open.
+    assert!(!closed_by_daemon(&be) && !closed_by_daemon(&lc));
     let long = format!("begin 5 {}", "0".repeat(200));
-    assert_eq!(ask(&mut d, &lc, &long), "refused malformed");
+    for msg in [
+        "begin 0",
+        "begin 101",
+        "begin",
+        "hurry",
+        "end please",
+        &long,
+    ] {
+        // A malformed request closes its connection.
+        let c = peer(&mut d, &socket_path(&p), LC);
+        assert_eq!(ask(&mut d, &c, msg), "refused malformed", "{msg}");
+        assert!(closed_by_daemon(&c), "{msg}");
+    }
     assert_eq!(fake.main_calls(), vec![]);
     assert!(!held(&d, LC_A));
     let refused = d.stats(monotonic()).hints.refused;
     let want: BTreeMap<String, u64> = [
-        ("not-a-tenant", 2),
+        ("not-a-tenant", 3),
         ("lowest-level", 2),
         ("no-queues", 2),
         ("malformed", 6),
@@ -138,8 +166,108 @@ fn hints_that_would_preempt_what_they_may_not_are_refused_and_change_nothing() {
     .map(|(r, n)| (r.to_string(), n))
     .collect();
     assert_eq!(refused, want);
-    // The connections stay usable: a good hint after all that is taken.
+    // The connections refused for what they asked stay usable: a good
+    // hint after all that is taken.
     assert_eq!(ask(&mut d, &lc, &format!("begin 50 {A:#x}")), "ok 1");
+    assert_eq!(d.stats(monotonic()).hints.connections, 2);
+}
+
+#[test]
+fn a_malformed_request_on_a_hinting_connection_ends_its_hint() {
+    let (p, fake, cfg) = two_nodes_with("hint-malformed", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    let c = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
+    fake.calls();
+    assert_eq!(ask(&mut d, &c, "hurry"), "refused malformed");
+    assert!(closed_by_daemon(&c));
+    assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
+    assert!(!held(&d, LC_A));
+}
+
+#[test]
+fn each_connection_of_a_tenant_holds_a_hint_of_its_own() {
+    let (p, fake, cfg) = two_nodes_with("hint-two-conns", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    // Two threads of one service, each with its connection.
+    let first = peer(&mut d, &socket_path(&p), LC);
+    let second = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &first, "begin 500"), "ok 1");
+    assert_eq!(ask(&mut d, &second, "begin 500"), "ok 1");
+    fake.calls();
+    // One ending its hint leaves the other's.
+    assert_eq!(ask(&mut d, &second, "end"), "ok 0");
+    assert_eq!(fake.main_calls(), vec![]);
+    assert!(held(&d, LC_A));
+    drop(second);
+    d.serve_hints();
+    assert!(held(&d, LC_A));
+    assert_eq!(ask(&mut d, &first, "end"), "ok 0");
+    assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
+}
+
+#[test]
+fn a_hint_ended_as_another_is_given_in_one_wakeup_leaves_be_off() {
+    let (p, fake, cfg) = two_nodes_with("hint-handover", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    let first = peer(&mut d, &socket_path(&p), LC);
+    let second = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &first, "begin 500"), "ok 1");
+    fake.calls();
+    // Both requests wait for one wakeup: the first's end resumes, the
+    // second's begin preempts, in that order.
+    send(&first, b"end", SendFlags::empty()).unwrap();
+    send(&second, b"begin 500", SendFlags::empty()).unwrap();
+    d.serve_hints();
+    assert_eq!(
+        fake.main_calls(),
+        vec![Call::Resume(be_refs()), Call::Preempt(be_refs(), LEASE)]
+    );
+    assert!(held(&d, LC_A));
+}
+
+#[test]
+fn a_reply_that_cannot_be_sent_closes_the_connection_and_ends_its_hint() {
+    let (p, fake, cfg) = two_nodes_with("hint-reply-lost", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    let c = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
+    fake.calls();
+    // A client that reads no more: the daemon's reply fails (EPIPE).
+    shutdown(&c, Shutdown::Read).unwrap();
+    send(&c, b"begin 500", SendFlags::empty()).unwrap();
+    d.serve_hints();
+    assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
+    assert!(!held(&d, LC_A));
+    let s = d.stats(monotonic());
+    assert_eq!((s.hints.connections, s.hints.ended), (0, 1));
+}
+
+#[test]
+fn a_hint_ends_with_its_tenant_even_while_its_connection_is_open() {
+    let (p, fake, cfg) = two_nodes_with("hint-tenant-gone", "");
+    // A second server keeps the level on node A after the first exits.
+    add_second_server(&p, &fake, A, 7);
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    let c = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
+    fake.calls();
+    // The connection outlives the process (a child inherited it).
+    exit_process(&p, &fake, LC);
+    d.scan();
+    assert!(fake.main_calls().contains(&Call::Resume(be_refs())));
+    assert!(!held(&d, LC_A));
+    assert_eq!(d.stats(monotonic()).hints.connections, 1);
 }
 
 #[test]
