@@ -56,9 +56,10 @@ echo "# best-effort: $answer"
 check_eval '[ "$answer" = "refused lowest-level" ] && [ "$(suspended)" = 0 ]' \
 	"a best-effort tenant's hint is refused, nothing preempted"
 
-# The probe makes its ring and no work, and keeps its connection open past
-# the hint's time (3 s).
-KFD_PREEMPT_CLASS=latency-critical probe lc.answer --node 0 --within-ms 3000 --hold-ms 6000 &
+# The probe makes its ring and no work, and keeps its connection open well
+# past the hint's time (3 s against 20 s), so that only the hint's time,
+# not the connection's close, can end it.
+KFD_PREEMPT_CLASS=latency-critical probe lc.answer --node 0 --within-ms 3000 --hold-ms 20000 &
 probe=$!
 await_files 300 lc.answer
 answer=$(cat lc.answer 2>/dev/null)
@@ -66,8 +67,9 @@ echo "# latency-critical: $answer"
 check_eval '[ "$answer" = "ok 1" ]' "a latency-critical tenant's hint is taken on its node"
 until_true "[ \"\$(held $be)\" -gt 0 ]" 20
 check $? "the best-effort tenant is off the node before any latency-critical work"
-until_true "[ \"\$(held $be)\" = 0 ]" 100
-check $? "with no work the hint ends at its time and the best-effort tenant runs again"
+until_true "[ \"\$(held $be)\" = 0 ]" 100 && kill -0 $probe 2>/dev/null
+check $? "with no work the hint ends at its time, its connection still open, and the best-effort tenant runs again"
+kill $probe 2>/dev/null
 wait $probe
 probe=
 
