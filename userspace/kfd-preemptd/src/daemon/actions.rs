@@ -215,6 +215,14 @@ impl<B: Backend> Daemon<'_, B> {
         };
         if let Some(Ok(report)) = &result {
             self.log_failures("preempt", report);
+            // The batch named every lower queue known: the held tenants'
+            // first query is due an interval after it, not in the same
+            // pass of the loop, where its QUERYs (and the resync that
+            // the queues' new state would cause) would take the CPU from
+            // the latency-critical tenants that just became busy.
+            if let Some(every) = self.cfg.daemon.held_scan_interval() {
+                self.next_held_scan = self.next_held_scan.max(done + every);
+            }
         }
         let mut events = Vec::new();
         let mut preempted = Vec::new();
