@@ -12,7 +12,11 @@
 # statistics of the same moment (metrics.txt, metrics-stats.json). Last
 # the hint scenario (tests/vm/hint_scenario.sh) on one node: short requests
 # prepared on the host, without hints and with them (hint.json, hint.txt),
-# unless HINT_SCENARIO=0.
+# unless HINT_SCENARIO=0; before it the two-tenant scenario
+# (tests/vm/two_lc_scenario.sh): two latency-critical tenants on one node
+# beside best-effort work (two_lc.json, two_lc.txt), unless
+# TWO_LC_SCENARIO=0, with BEFORE_DAEMON (a kfd-preemptd binary) compared
+# in the same run.
 # Environment: DURATION, RATE, CHAIN, LC_MS, BE_MS,
 # SEED (see tests/vm/scenario.sh), HOST_NODES (16), HOST_DURATION (s a
 # mode: DURATION if set, else 60), HOST_CPUS (the host scenario's VM
@@ -86,6 +90,33 @@ sed -n '/^node  role/,/^=== kfdp-scenario host json begin/p' "$log" | sed '$d' |
 [ -s "$out/host.json" ] || kfdp_die "the host scenario printed no results (see $log)"
 cat "$out/host.txt"
 kfdp_log "host scenario: $out/host.json, $out/host.txt"
+
+# The two-tenant scenario (tests/vm/two_lc_scenario.sh): two
+# latency-critical tenants on one node, without best-effort work, then
+# beside it under the daemon (and, with BEFORE_DAEMON set to another
+# kfd-preemptd binary, under that one too). Not in make check
+# (TWO_LC_SCENARIO=0): its criterion is a benchmark's.
+if [ "${TWO_LC_SCENARIO:-1}" = 1 ]; then
+	two_args=("SEED=${SEED:-1}")
+	[ -n "${DURATION:-}" ] && two_args+=("DURATION=$DURATION")
+	copies=(--copy out/userspace/bin/kfd-preempt --copy out/userspace/bin/kfd-preemptd
+		--copy out/userspace/bin/kfdp-scenario)
+	if [ -n "${BEFORE_DAEMON:-}" ]; then
+		copies+=(--copy "$BEFORE_DAEMON")
+		two_args+=("BEFORE_DAEMON=/kfdp/extra/$(basename "$BEFORE_DAEMON")")
+	fi
+	rm -f "$out/two_lc.json" "$out/two_lc.txt"
+	tests/vm/run sim_nodes=1 "${kernel_args[@]}" --no-kselftest --no-kunit --quiet --timeout 1800 \
+		"${copies[@]}" --out "$out/vm-two-lc" -- \
+		"$KFDP_ROOT/tests/vm/two_lc_scenario.sh" "${two_args[@]}" || rc=$?
+	log=$out/vm-two-lc/results.log
+	extract "two-lc json" >"$out/two_lc.json"
+	sed -n '/^mode     tenant/,/^=== kfdp-scenario two-lc json begin/p' "$log" | sed '$d' |
+		tr -d '\r' >"$out/two_lc.txt"
+	[ -s "$out/two_lc.json" ] || kfdp_die "the two-tenant scenario printed no results (see $log)"
+	cat "$out/two_lc.txt"
+	kfdp_log "two-tenant scenario: $out/two_lc.json, $out/two_lc.txt"
+fi
 
 # The hint scenario (tests/vm/hint_scenario.sh): short requests prepared on
 # the host, under the daemon without hints and with them. Not in make check

@@ -28,7 +28,8 @@
 #                                (best-effort), both chosen by the tenants'
 #                                KFD_PREEMPT_CLASS. A script appends its own
 #                                [[node]] or [[class]] sections after it.
-#   daemon_start CONFIG LOG      starts kfd-preemptd, its pid in DAEMON_PID
+#   daemon_start CONFIG LOG      starts kfd-preemptd ($KFDP_DAEMON if set: a
+#                                build to compare), its pid in DAEMON_PID
 #   daemon_stop                  SIGTERM, waits, says its exit status and
 #                                returns it; DAEMON_PID empty again
 #   daemon_lists STATS           the daemon's statistics file STATS lists
@@ -116,7 +117,7 @@ EOF
 
 DAEMON_PID=
 daemon_start() { # config log
-	kfd-preemptd --config "$1" 2>>"$2" &
+	"${KFDP_DAEMON:-kfd-preemptd}" --config "$1" 2>>"$2" &
 	DAEMON_PID=$!
 }
 

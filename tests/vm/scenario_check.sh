@@ -16,7 +16,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 log=$root/out/scenario/check.log
 mkdir -p "$root/out/scenario"
 rm -f "$root/out/scenario/report.json" "$root/out/scenario/host.json"
-DURATION=${DURATION:-20} SCENARIO_KERNEL=test HINT_SCENARIO=0 "$root/scripts/scenario.sh" >"$log" 2>&1
+DURATION=${DURATION:-20} SCENARIO_KERNEL=test HINT_SCENARIO=0 TWO_LC_SCENARIO=0 "$root/scripts/scenario.sh" >"$log" 2>&1
 rc=$?
 sed -n '/^mode /,/^\[kfdp/p' "$log" | grep -v '^\[kfdp' | sed 's/^/# /'
 echo "TAP version 13"

@@ -22,7 +22,8 @@
 //! * `hint-probe`: a tenant that gives kfd-preemptd one hint and makes no
 //!   work, for the VM test of hints; `hint-report` judges the hint
 //!   scenario (short requests prepared on the host, with hints and
-//!   without).
+//!   without); `two-lc-report` judges the two-tenant scenario (two
+//!   latency-critical tenants on one node beside best-effort work).
 //!
 //! A developer tool, not packaged: the operator's commands are
 //! `kfd-preempt`'s.
@@ -54,6 +55,7 @@ mod rng;
 mod soak;
 mod stats;
 mod tenant;
+mod two_lc_report;
 mod zoo;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -123,6 +125,16 @@ enum Command {
     /// The hint scenario's report (tests/vm/hint_scenario.sh): exit status
     /// 1 if a criterion fails.
     HintReport {
+        /// The scenario's directory (its result files).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Where to write the report's JSON.
+        #[arg(long)]
+        out_json: Option<PathBuf>,
+    },
+    /// The two-tenant scenario's report (tests/vm/two_lc_scenario.sh):
+    /// exit status 1 if a criterion fails.
+    TwoLcReport {
         /// The scenario's directory (its result files).
         #[arg(long)]
         dir: PathBuf,
@@ -319,6 +331,7 @@ fn scrape(path: &std::path::Path) -> Result<String> {
 fn run(cli: Cli) -> Result<bool> {
     match cli.command {
         Command::HintReport { dir, out_json } => hint_report::run(&dir, out_json.as_deref()),
+        Command::TwoLcReport { dir, out_json } => two_lc_report::run(&dir, out_json.as_deref()),
         Command::HintProbe(args) => {
             hint_probe::run(&args)?;
             Ok(true)

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::Result;
 
 /// What `kfdp-scenario lc` measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LcResult {
     /// Always "lc".
     pub role: String,
