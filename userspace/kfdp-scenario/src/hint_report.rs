@@ -21,7 +21,7 @@ use serde_json::json;
 use crate::{
     host_report::{parse_log, LogRecord},
     report::Criterion,
-    results::{read_be, read_lc, BeResult, LcResult},
+    results::{read_be, read_lc, write_json, BeResult, LcResult},
     stats::percentile,
     Result,
 };
@@ -205,13 +205,7 @@ pub fn run(dir: &Path, out_json: Option<&Path>) -> Result<bool> {
     );
     for (kind, list) in [("criterion", &criteria), ("check", &checks)] {
         for c in list {
-            println!(
-                "{kind} {}: {} ({:.3}) {}",
-                c.name,
-                c.rule,
-                c.value,
-                if c.pass { "PASS" } else { "FAIL" }
-            );
+            c.print(kind);
         }
     }
     let report = json!({
@@ -227,9 +221,7 @@ pub fn run(dir: &Path, out_json: Option<&Path>) -> Result<bool> {
         "checks": checks,
     });
     if let Some(path) = out_json {
-        let mut text = serde_json::to_string_pretty(&report)?;
-        text.push('\n');
-        fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        write_json(path, &report)?;
     }
     Ok(criteria.iter().all(|c| c.pass))
 }

@@ -82,6 +82,17 @@ pub struct Criterion {
 }
 
 impl Criterion {
+    /// Prints it as one line of a report: `KIND NAME: RULE (VALUE) PASS`.
+    pub(crate) fn print(&self, kind: &str) {
+        println!(
+            "{kind} {}: {} ({:.3}) {}",
+            self.name,
+            self.rule,
+            self.value,
+            if self.pass { "PASS" } else { "FAIL" }
+        );
+    }
+
     pub(crate) fn new(
         name: impl Into<String>,
         rule: String,

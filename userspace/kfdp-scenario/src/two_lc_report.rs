@@ -11,13 +11,13 @@
 //! [`P99_MAX`]× its P99 without BE work: the LC level does not pay for
 //! sharing the node with BE, whichever of its tenants has work.
 
-use std::{fs, path::Path};
+use std::path::Path;
 
 use serde_json::json;
 
 use crate::{
     report::Criterion,
-    results::{read_be, read_lc, BeResult, LcResult},
+    results::{read_be, read_lc, write_json, BeResult, LcResult},
     stats::percentile,
     Result,
 };
@@ -105,13 +105,7 @@ pub fn run(dir: &Path, out_json: Option<&Path>) -> Result<bool> {
     }
     let criteria = judge(&lc_only, &daemon);
     for c in &criteria {
-        println!(
-            "criterion {}: {} ({:.3}) {}",
-            c.name,
-            c.rule,
-            c.value,
-            if c.pass { "PASS" } else { "FAIL" }
-        );
+        c.print("criterion");
     }
     let ratios = |m: &Mode| {
         json!({
@@ -135,9 +129,7 @@ pub fn run(dir: &Path, out_json: Option<&Path>) -> Result<bool> {
         "criteria": criteria,
     });
     if let Some(path) = out_json {
-        let mut text = serde_json::to_string_pretty(&report)?;
-        text.push('\n');
-        fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        write_json(path, &report)?;
     }
     Ok(criteria.iter().all(|c| c.pass))
 }
