@@ -27,8 +27,10 @@ venv=$KFDP_CACHE/python-venv
 mkdir -p "$out" "$KFDP_ROOT/out/kselftest"
 
 # The tools, once per version pair.
-stamp=$venv/.kfdp-maturin-$MATURIN_VERSION-pytest-$PYTEST_VERSION-mypy-$MYPY_VERSION
-if [ ! -e "$stamp" ]; then
+# (A venv made by another interpreter, since upgraded or gone, is made
+# again: the stamp names the interpreter too.)
+stamp=$venv/.kfdp-$(python3 -c 'import sys; print(sys.version.split()[0])')-maturin-$MATURIN_VERSION-pytest-$PYTEST_VERSION-mypy-$MYPY_VERSION
+if [ ! -e "$stamp" ] || ! "$venv/bin/python" -c '' 2>/dev/null; then
 	rm -rf "$venv"
 	python3 -m venv "$venv"
 	"$venv/bin/pip" install --quiet --disable-pip-version-check \
@@ -61,6 +63,7 @@ rsync -a --exclude 'config-*' --exclude test --exclude tkinter --exclude idlelib
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile \
 	--python-version "$version" --only-binary=:all: \
 	--target "$vm/kfdp/python/site" "$wheel" "pytest==$PYTEST_VERSION"
-cp -r "$py/tests" "$vm/kfdp/python/tests"
+mkdir -p "$vm/kfdp/python/tests"
+cp "$py"/tests/*.py "$vm/kfdp/python/tests/"
 install -m 0755 "$KFDP_ROOT/tests/vm/python_test.sh" "$KFDP_ROOT/out/kselftest/python_test"
 kfdp_log "python: $(basename "$wheel"), VM tree $(du -sh "$vm" | cut -f1) (Python $version)"

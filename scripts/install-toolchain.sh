@@ -19,6 +19,7 @@ packages=(
 	mmdebstrap e2fsprogs # the Debian 13 system of tests/debian/run.sh and its disk image
 	rsync # the kernel's selftests Makefile installs the kselftests with it
 	prometheus curl # promtool and a scratch prometheus for tests/metrics/metrics_test.sh
+	python3-minimal python3-venv # the VM's Python and the tools' venv (scripts/build-python.sh)
 )
 
 missing=()

@@ -20,7 +20,11 @@ if [ -z "$wheel" ] || [ ! -x "$venv/bin/python" ]; then
 	exit 1
 fi
 # Out of the tree, so that the package imported is the installed one.
-cd "$(mktemp -d)" || exit 1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cd "$scratch" || exit 1
+# No __pycache__ left in the source tree (nor copied into the VM's).
+export PYTHONDONTWRITEBYTECODE=1
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 check $? "pip install $(basename "$wheel")"
 "$venv/bin/python" -m mypy.stubtest --ignore-disjoint-bases kfd_preempt._native

@@ -53,10 +53,15 @@ daemon_ready() {
 	until_true "grep -q '\"watched_queues\": 2' stats.json" 100
 }
 
+# A mode under a daemon, which must run it through and exit 0.
 daemon_mode() { # mode
 	daemon_start preemptd.toml "preemptd_$1.log"
-	run_mode "$1" 1 1 || { tail -20 "preemptd_$1.log" | sed 's/^/# /'; exit 1; }
-	daemon_stop
+	if ! run_mode "$1" 1 1; then
+		tail -20 "preemptd_$1.log" | sed 's/^/# /'
+		daemon_stop
+		exit 1
+	fi
+	daemon_stop || exit 1
 	rm -f stats.json
 }
 

@@ -348,7 +348,8 @@ fn open(path: &Path) -> Result<OwnedFd, HintError> {
 
 /// A blocking send or receive that gave up ([`REPLY_TIMEOUT`]).
 fn timed_out() -> HintError {
-    HintError::Io(io::ErrorKind::TimedOut.into())
+    // With the errno, so that C and Python callers see ETIMEDOUT.
+    Errno::TIMEDOUT.into()
 }
 
 /// Whether `e` says that the connection is gone.
@@ -401,8 +402,15 @@ impl HintClient {
     /// [`REPLY_TIMEOUT`] for each, if `wait`).
     fn read_answers(&self, wait: bool) -> Result<(), HintError> {
         while self.stale.get() || self.unread.get() > 0 {
-            let Some(reply) = self.receive(wait)? else {
-                return Ok(());
+            let reply = match self.receive(wait) {
+                Ok(Some(reply)) => reply,
+                Ok(None) => return Ok(()),
+                // The connection is gone (the daemon closed it after a
+                // refusal that closes, with more answers owed on it):
+                // `lost` counted the answers owed as refused, and the
+                // next request connects again.
+                Err(HintError::Io(_)) if self.fd.borrow().is_none() => return Ok(()),
+                Err(e) => return Err(e),
             };
             // Its caller had its error already.
             if !self.stale.replace(false) {
@@ -465,7 +473,7 @@ impl HintClient {
             *self.fd.borrow_mut() = Some(fd);
         }
         Ref::filter_map(self.fd.borrow(), Option::as_ref)
-            .map_err(|_| HintError::Io(io::ErrorKind::NotConnected.into()))
+            .map_err(|_| HintError::from(Errno::NOTCONN))
     }
 
     /// Sends `request`, waiting up to [`REPLY_TIMEOUT`] for room if `wait`.
@@ -510,7 +518,7 @@ impl HintClient {
         let received = {
             let fd = self.fd.borrow();
             let Some(fd) = fd.as_ref() else {
-                return Err(HintError::Io(io::ErrorKind::NotConnected.into()));
+                return Err(Errno::NOTCONN.into());
             };
             loop {
                 // A signal while waiting: the reply is still to come.
@@ -532,7 +540,8 @@ impl HintClient {
         };
         if n == 0 {
             self.lost();
-            return Err(HintError::Io(io::ErrorKind::UnexpectedEof.into()));
+            // The daemon closed it: ECONNRESET, as a reset would say.
+            return Err(Errno::CONNRESET.into());
         }
         match Reply::decode(&buf[..n]) {
             Some(reply) => Ok(Some(reply)),
@@ -659,6 +668,26 @@ mod tests {
     }
 
     #[test]
+    fn notify_after_a_refusal_that_closed_the_connection_connects_again() {
+        let server = Server::new("notify-closed");
+        let client = HintClient::connect(&server.path).unwrap();
+        let conn = server.accept();
+        let within = Duration::from_millis(20);
+        client.notify(within, &[]).unwrap();
+        client.notify(within, &[]).unwrap();
+        // The daemon refuses the first and closes with requests unread:
+        // the kernel resets the connection (ECONNRESET before the reply).
+        say(&conn, "refused not-a-tenant");
+        drop(conn);
+        // The next notify is not an error: both count as refused, and it
+        // goes on a new connection.
+        client.notify(within, &[]).unwrap();
+        let again = server.accept();
+        assert_eq!(heard(&again), vec!["begin 20"]);
+        assert_eq!(client.refused(), 2);
+    }
+
+    #[test]
     fn dropping_the_guard_leaves_the_hint_and_end_ends_it() {
         let server = Server::new("drop");
         let client = HintClient::connect(&server.path).unwrap();
@@ -690,6 +719,7 @@ mod tests {
             matches!(&e, HintError::Io(io) if io.kind() == io::ErrorKind::TimedOut),
             "{e:?}"
         );
+        assert_eq!(e.errno(), Errno::TIMEDOUT, "C and Python see ETIMEDOUT");
         // The late answer, then the next request's.
         say(&conn, "ok 1");
         say(&conn, "refused rate-limited");

@@ -49,16 +49,29 @@ fn read_mode(dir: &Path, name: &'static str, with_be: bool) -> Result<Mode> {
     })
 }
 
-/// Judges `daemon` against `lc_only`: one criterion per LC tenant.
+/// Judges `daemon` against `lc_only`: one criterion per LC tenant. A
+/// tenant with no completed request in either mode has no P99 to compare:
+/// its criterion fails and says so.
 fn judge(lc_only: &Mode, daemon: &Mode) -> Vec<Criterion> {
     TENANTS
         .iter()
         .enumerate()
         .map(|(i, t)| {
+            let (without, with) = (&lc_only.lc[i], &daemon.lc[i]);
+            let empty = without.latencies_ms.is_empty() || with.latencies_ms.is_empty();
+            let mut rule =
+                format!("the {t} LC tenant's P99 under the daemon at most {P99_MAX}x without BE");
+            if empty {
+                rule.push_str(" (no completed request in a mode: no P99)");
+            }
             Criterion::new(
                 format!("lc-{t}-p99"),
-                format!("the {t} LC tenant's P99 under the daemon at most {P99_MAX}x without BE"),
-                daemon.lc[i].p99_ms / lc_only.lc[i].p99_ms,
+                rule,
+                if empty {
+                    f64::NAN
+                } else {
+                    with.p99_ms / without.p99_ms
+                },
                 None,
                 Some(P99_MAX),
             )
@@ -67,8 +80,8 @@ fn judge(lc_only: &Mode, daemon: &Mode) -> Vec<Criterion> {
 }
 
 /// Prints the report and writes its JSON; `Ok(false)` if a criterion
-/// failed. The mode `before` (a second daemon binary) is reported when its
-/// files are there, and judged in the JSON only.
+/// failed. The mode `before` (a second daemon binary) is reported, with its
+/// ratios in the JSON, when its files are there; it is not judged.
 pub fn run(dir: &Path, out_json: Option<&Path>) -> Result<bool> {
     let lc_only = read_mode(dir, "lc", false)?;
     let be_alone = read_be(&dir.join("be_alone.json"))?;
@@ -141,6 +154,7 @@ mod tests {
     fn lc(p99_ms: f64) -> LcResult {
         LcResult {
             p99_ms,
+            latencies_ms: vec![p99_ms],
             ..Default::default()
         }
     }
@@ -162,5 +176,22 @@ mod tests {
         // 2.4 / 2.0 = 1.2: the short tenant fails; 21 / 20 = 1.05 passes.
         assert!(!c[0].pass && (c[0].value - 1.2).abs() < 1e-9);
         assert!(c[1].pass && (c[1].value - 1.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_tenant_without_completed_requests_fails_and_says_so() {
+        let lc_only = Mode {
+            name: "lc",
+            lc: [LcResult::default(), lc(20.0)],
+            be: None,
+        };
+        let daemon = Mode {
+            name: "daemon",
+            lc: [lc(2.0), lc(20.0)],
+            be: None,
+        };
+        let c = judge(&lc_only, &daemon);
+        assert!(!c[0].pass && c[0].rule.contains("no P99"));
+        assert!(c[1].pass);
     }
 }

@@ -5,10 +5,13 @@ coming, so that best-effort work is off the GPU before its first kernel.
 The service's own parts are the two callables: ``prepare`` (parse,
 tokenize, copy inputs: host work) and ``launch`` (the GPU work). Without
 the daemon, or when it refuses a hint, requests are served all the same.
+One connection holds one hint: a service that prepares requests on
+several threads gives each thread a ``serve`` loop of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 from typing import Callable, Optional, TypeVar
@@ -38,15 +41,15 @@ def serve(
 ) -> None:
     client = connect()
     while (request := requests.get()) is not None:
-        if client is None:
-            launch(prepare(request))
-            continue
-        try:
-            # Leaving the block normally lets the launched work spend the
-            # hint; an exception in prepare() ends it.
-            with kfd_preempt.hint(client, PREPARATION_BOUND):
-                launch(prepare(request))
-        except kfd_preempt.HintRefused as e:
-            # Not a tenant yet (no GPU queues), or over the daemon's rate.
-            print(f"hint refused ({e.reason}); serving without one")
+        with contextlib.ExitStack() as hinted:
+            if client is not None:
+                try:
+                    # Leaving the block normally lets the launched work
+                    # spend the hint; an exception in prepare() ends it.
+                    hinted.enter_context(kfd_preempt.hint(client, PREPARATION_BOUND))
+                except kfd_preempt.KfdPreemptError as e:
+                    # Refused (not a tenant yet: no GPU queues; over the
+                    # daemon's rate) or the daemon is gone: no hint, and
+                    # the request is served all the same.
+                    print(f"no hint for this request: {e.strerror}")
             launch(prepare(request))

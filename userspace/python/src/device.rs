@@ -9,10 +9,11 @@
 //! `Target` of a closed device raises `EBADF`.
 
 use std::{
+    collections::HashMap,
     os::fd::{BorrowedFd, RawFd},
     sync::{
         atomic::{AtomicBool, Ordering},
-        RwLock,
+        Mutex, RwLock,
     },
     time::Duration,
 };
@@ -34,6 +35,11 @@ use crate::{
 pub struct Device {
     /// `None` once closed.
     inner: RwLock<Option<kfd_preempt::Device>>,
+    /// How many live `Target`s name each attachment handle: the module
+    /// gives one process attached twice the same handle, and DETACH undoes
+    /// everything done to it, so only the last `Target` of a handle
+    /// detaches.
+    targets: Mutex<HashMap<u32, usize>>,
 }
 
 impl Device {
@@ -69,6 +75,36 @@ impl Device {
     }
 }
 
+impl Device {
+    /// One more `Target` names `handle`.
+    fn hold(&self, handle: Handle) {
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        *targets.entry(handle.0).or_insert(0) += 1;
+    }
+
+    /// One `Target` of `handle` is released: the last one detaches.
+    fn release(&self, handle: Handle) -> PyResult<()> {
+        let last = {
+            let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+            match targets.get_mut(&handle.0) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                _ => {
+                    targets.remove(&handle.0);
+                    true
+                }
+            }
+        };
+        if last {
+            self.with(|d| d.detach(handle))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 fn closed() -> PyErr {
     KfdPreemptError::new_err((Errno::BADF.raw_os_error(), "the device was closed"))
 }
@@ -90,6 +126,7 @@ impl Device {
         .map_err(|e| raise(&e))?;
         Ok(Device {
             inner: RwLock::new(Some(dev)),
+            targets: Mutex::new(HashMap::new()),
         })
     }
 
@@ -125,9 +162,10 @@ impl Device {
         }
         let dev = slf.get();
         let (handle, tgid, num_gpus) = dev.with(|d| {
-            // SAFETY: the descriptor is only handed to the ATTACH ioctl as
-            // a number during this call, and the kernel looks it up itself
-            // (EBADF if it is not open); nothing here reads or closes it.
+            // SAFETY: the crate hands only its number (`as_raw_fd`) to the
+            // ATTACH ioctl during this call; the kernel looks it up itself,
+            // and one that is not open is its EBADF. Nothing here reads,
+            // keeps or closes it.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             let t = d.attach_fd(fd, kind)?;
             let facts = (t.tgid(), t.num_gpus());
@@ -198,9 +236,10 @@ impl Device {
             return Err(invalid("an eventfd is not negative"));
         }
         self.with(|d| {
-            // SAFETY: as in attach_fd: the number goes to the ARM ioctl,
-            // which looks the descriptor up itself and keeps its own
-            // reference; nothing here reads or closes it.
+            // SAFETY: as in attach_fd: the crate hands only the number to
+            // the ARM ioctl, which looks the descriptor up itself (EBADF if
+            // it is not open) and keeps its own reference; nothing here
+            // reads, keeps or closes it.
             let efd = unsafe { BorrowedFd::borrow_raw(eventfd) };
             d.arm(cond, period, efd)
         })
@@ -213,9 +252,13 @@ impl Device {
 
     /// Closes the device: the kernel resumes, thaws and detaches everything
     /// this owner holds. Closing twice is allowed.
-    fn close(&self) {
-        let dev = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
-        drop(dev);
+    fn close(&self, py: Python<'_>) {
+        // Without the GIL: a thread in preempt or resume holds the lock
+        // for as long as the module takes.
+        py.detach(|| {
+            let dev = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+            drop(dev);
+        });
     }
 
     /// Whether ``close()`` was called.
@@ -232,16 +275,17 @@ impl Device {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
         false
     }
 }
 
-/// A process attached to a :class:`Device`. It stays attached until
-/// ``detach()``, its device's close, or garbage collection. Attaching one
-/// process twice through one device gives the same ``handle``, and
-/// detaching either detaches both.
+/// A process attached to a :class:`Device`. It stays attached until its
+/// device's close, or until ``detach()`` or garbage collection releases
+/// it. Attaching one process twice through one device gives two targets
+/// of the same ``handle``; the process is detached (and what this owner
+/// did to it undone) when the last of them is released.
 #[pyclass(frozen, module = "kfd_preempt")]
 pub struct Target {
     device: Py<Device>,
@@ -259,6 +303,7 @@ pub struct Target {
 
 impl Target {
     fn new(device: &Bound<'_, Device>, handle: Handle, tgid: i32, num_gpus: u32) -> Self {
+        device.get().hold(handle);
         Target {
             device: device.clone().unbind(),
             handle: handle.0,
@@ -322,11 +367,15 @@ impl Target {
             .map(|t: Duration| t.as_secs_f64())
     }
 
-    /// Detaches: the kernel resumes and thaws what this owner held of the process.
+    /// Releases this target; the last of a process's targets detaches it
+    /// (the kernel resumes and thaws what this owner held of it).
     fn detach(&self) -> PyResult<()> {
         let handle = self.live()?;
-        self.detached.store(true, Ordering::Release);
-        self.device.get().with(|d| d.detach(handle))
+        if self.detached.swap(true, Ordering::AcqRel) {
+            // Another thread released it meanwhile.
+            return self.live().map(drop);
+        }
+        self.device.get().release(handle)
     }
 
     fn __repr__(&self) -> String {
@@ -339,10 +388,10 @@ impl Target {
 
 impl Drop for Target {
     fn drop(&mut self) {
-        if !self.detached.load(Ordering::Acquire) {
+        if !self.detached.swap(true, Ordering::AcqRel) {
             // Nothing to tell: a closed device or a process gone has
             // detached it already.
-            let _ = self.device.get().with(|d| d.detach(Handle(self.handle)));
+            let _ = self.device.get().release(Handle(self.handle));
         }
     }
 }

@@ -65,7 +65,10 @@ impl HintClient {
 fn nodes_of(nodes: Option<Vec<u32>>) -> PyResult<Vec<u32>> {
     let nodes = nodes.unwrap_or_default();
     if nodes.len() > hint::MAX_HINT_NODES {
-        return Err(crate::error::invalid("a hint names at most 16 nodes"));
+        return Err(crate::error::invalid(&format!(
+            "a hint names at most {} nodes",
+            hint::MAX_HINT_NODES
+        )));
     }
     Ok(nodes)
 }
@@ -132,9 +135,13 @@ impl HintClient {
     }
 
     /// Closes the connection; the daemon ends its hint. Closing twice is allowed.
-    fn close(&self) {
-        let client = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
-        drop(client);
+    fn close(&self, py: Python<'_>) {
+        // Without the GIL: a thread in `begin` holds the lock while it
+        // waits for the daemon.
+        py.detach(|| {
+            let client = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+            drop(client);
+        });
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -142,8 +149,8 @@ impl HintClient {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
         false
     }
 }

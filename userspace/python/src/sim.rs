@@ -2,20 +2,42 @@
 //! A tenant of the module's simulated nodes (`/dev/kfd_preempt_sim`): a
 //! process that has queues without a GPU, for testing a scheduler.
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::{
+    os::fd::{AsFd, AsRawFd, RawFd},
+    sync::RwLock,
+};
 
 use kfd_preempt::QueueType;
 use pyo3::prelude::*;
 
-use crate::error::{invalid, raise};
+use crate::error::{invalid, raise, KfdPreemptError};
 
 /// This process as a tenant of the simulated nodes: it opens
 /// ``/dev/kfd_preempt_sim`` (the module loaded with ``sim_nodes=N``).
-/// Attach it with ``Device.attach(os.getpid())`` or
-/// ``Device.attach_fd(tenant.fileno(), "sim")``.
+/// Attach it with ``Device.attach_fd(tenant.fileno(), "sim")`` (or
+/// ``Device.attach(os.getpid())``, which takes this process's lowest such
+/// descriptor). ``close()`` (or the end of a ``with`` block) closes its
+/// descriptor: the tenant and its queues end when the file is released.
 #[pyclass(frozen, module = "kfd_preempt")]
 pub struct SimTenant {
-    inner: kfd_preempt::sim::SimTenant,
+    /// `None` once closed.
+    inner: RwLock<Option<kfd_preempt::sim::SimTenant>>,
+}
+
+impl SimTenant {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&kfd_preempt::sim::SimTenant) -> Result<T, kfd_preempt::Error>,
+    ) -> PyResult<T> {
+        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        match guard.as_ref() {
+            Some(t) => f(t).map_err(|e| raise(&e)),
+            None => Err(KfdPreemptError::new_err((
+                rustix::io::Errno::BADF.raw_os_error(),
+                "the simulated tenant was closed",
+            ))),
+        }
+    }
 }
 
 /// A simulated queue's progress.
@@ -51,7 +73,9 @@ impl SimTenant {
     #[new]
     fn new() -> PyResult<Self> {
         kfd_preempt::sim::SimTenant::open()
-            .map(|inner| SimTenant { inner })
+            .map(|t| SimTenant {
+                inner: RwLock::new(Some(t)),
+            })
             .map_err(|e| raise(&e))
     }
 
@@ -60,32 +84,44 @@ impl SimTenant {
     #[pyo3(signature = (node, queue_type = "compute-aql", priority = 0))]
     fn create_queue(&self, node: u32, queue_type: &str, priority: u32) -> PyResult<(u32, u32)> {
         let t = self::queue_type(queue_type)?;
-        self.inner
-            .create_queue(node, t, priority)
+        self.with(|i| i.create_queue(node, t, priority))
             .map(|q| (q.queue_id, q.gpu_id))
-            .map_err(|e| raise(&e))
     }
 
     /// Destroys queue ``queue_id``.
     fn destroy_queue(&self, queue_id: u32) -> PyResult<()> {
-        self.inner.destroy_queue(queue_id).map_err(|e| raise(&e))
+        self.with(|i| i.destroy_queue(queue_id))
     }
 
     /// Queue ``queue_id``'s progress.
     fn status(&self, queue_id: u32) -> PyResult<SimQueueStatus> {
-        self.inner
-            .status(queue_id)
-            .map(|s| SimQueueStatus {
-                state: s.state.0,
-                active: s.state.is_active(),
-                retired: s.retired,
-                in_flight: s.in_flight,
-            })
-            .map_err(|e| raise(&e))
+        self.with(|i| i.status(queue_id)).map(|s| SimQueueStatus {
+            state: s.state.0,
+            active: s.state.is_active(),
+            retired: s.retired,
+            in_flight: s.in_flight,
+        })
     }
 
     /// The tenant's descriptor, for ``Device.attach_fd(fd, "sim")``.
-    fn fileno(&self) -> RawFd {
-        self.inner.as_fd().as_raw_fd()
+    fn fileno(&self) -> PyResult<RawFd> {
+        self.with(|i| Ok(i.as_fd().as_raw_fd()))
+    }
+
+    /// Closes the tenant's descriptor (its queues end with the file).
+    /// Closing twice is allowed.
+    fn close(&self) {
+        let tenant = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        drop(tenant);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close();
+        false
     }
 }

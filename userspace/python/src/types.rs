@@ -240,7 +240,7 @@ pub struct Info {
     pub abi_minor: u32,
     /// The capability bits.
     pub caps: u64,
-    /// The capability bits' names (``freeze``, ``lease``, ``activity``, ...).
+    /// The capability bits' names (``hws-batch``, ``freeze``, ``activity``, ``sim``, ...).
     pub cap_names: Vec<String>,
     /// The most entries one batch may carry.
     pub max_batch: u32,

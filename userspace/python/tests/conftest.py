@@ -30,10 +30,13 @@ def device() -> Iterator[kfd_preempt.Device]:
 
 
 @pytest.fixture
-def tenant(device: kfd_preempt.Device) -> kfd_preempt.SimTenant:
+def tenant(device: kfd_preempt.Device) -> Iterator[kfd_preempt.SimTenant]:
     if not os.path.exists(kfd_preempt.SIM_TENANT_PATH):
         pytest.skip("no simulated nodes (load the module with sim_nodes=N)")
-    return kfd_preempt.SimTenant()
+    # Closed at the end of each test, even a failed one (whose frame pytest
+    # keeps): the next test's tenant is a new one.
+    with kfd_preempt.SimTenant() as t:
+        yield t
 
 
 class FakeDaemon:
@@ -62,9 +65,11 @@ class FakeDaemon:
                     return
                 text = msg.decode()
                 with self.got:
+                    # The answer of the moment the request came, before a
+                    # waiting test can change it.
+                    reply = self.answer(text)
                     self.requests.append(text)
                     self.got.notify_all()
-                reply = self.answer(text)
                 if reply is not None:
                     conn.send(reply.encode())
 
