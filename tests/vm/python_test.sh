@@ -11,15 +11,17 @@ done
 
 site=/kfdp/python/site
 tests=/kfdp/python/tests
-ktap_header
 if [ ! -x /usr/bin/python3 ] || [ ! -d "$site" ]; then
+	ktap_header
 	ktap_skip_all "no Python in this VM (scripts/build-python.sh builds it)"
 fi
 if [ ! -e /dev/kfd_preempt_sim ]; then
+	ktap_header
 	ktap_skip_all "the module has no simulated nodes (sim_nodes=N)"
 fi
-# The plugin prints the KTAP lines and the summary (tests/ktap_report.py);
-# pytest's own terminal report is off.
+# The cases that need the module; the others run on the host
+# (tests/python/host_test.sh). The plugin prints the KTAP header, lines
+# and summary (tests/ktap_report.py); pytest's own report is off.
 cd /tmp || exit 1
 PYTHONPATH=$site:$tests PYTHONDONTWRITEBYTECODE=1 exec /usr/bin/python3 -m pytest \
-	-p ktap_report -p no:terminal -p no:cacheprovider "$tests"
+	-p ktap_report -p no:terminal -p no:cacheprovider "$tests/test_sim.py"
