@@ -198,10 +198,6 @@ impl<B: Backend> Daemon<'_, B> {
             }
             wanted.push((key, ask, lower));
         }
-        // Whether the batch starts a hold, not only renews leases.
-        let starts_hold = wanted
-            .iter()
-            .any(|(_, ask, _)| matches!(ask, Ask::Preempt(_)));
         let issued = monotonic();
         let result = if refs.is_empty() {
             None
@@ -219,16 +215,6 @@ impl<B: Backend> Daemon<'_, B> {
         };
         if let Some(Ok(report)) = &result {
             self.log_failures("preempt", report);
-            // A hold that starts named every lower queue known: the held
-            // tenants' first query is due an interval after it, not in
-            // the same pass of the loop, where its QUERYs (and the resync
-            // that the queues' new state would cause) would take the CPU
-            // from the latency-critical tenants that just became busy.
-            // Not after a renewal: renewals come often enough to put the
-            // held query off for good.
-            if let Some(every) = self.cfg.daemon.held_scan_interval().filter(|_| starts_hold) {
-                self.next_held_scan = self.next_held_scan.max(done + every);
-            }
         }
         let mut events = Vec::new();
         let mut preempted = Vec::new();

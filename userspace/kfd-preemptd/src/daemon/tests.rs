@@ -922,22 +922,6 @@ fn new_be_queues_while_held_are_preempted_by_the_held_query_without_a_scan() {
 }
 
 #[test]
-fn a_hold_is_not_queried_in_the_pass_of_the_loop_that_preempted() {
-    let (p, fake, cfg) = world("held-first-query");
-    let mut d = daemon(&p, &fake, &cfg);
-    d.scan();
-    let every = cfg.daemon.held_scan_interval().unwrap();
-    fake.set_busy(A, true);
-    let before = monotonic();
-    d.on_wakeups(&[LC_A]);
-    assert!(held(&d, LC_A));
-    // The PREEMPT named every lower queue: the first held query comes an
-    // interval after it, not at once beside the busy latency-critical
-    // tenants.
-    assert!(d.held_scan_due().unwrap() >= before + every);
-}
-
-#[test]
 fn a_be_queue_made_again_while_lc_is_busy_is_taken_by_the_held_query() {
     let (p, fake, cfg) = world("remade-held");
     let mut d = daemon(&p, &fake, &cfg);
