@@ -134,8 +134,9 @@ impl HintSocket {
         })
     }
 
-    /// The descriptors to poll for input at `now`: each connection's, and
-    /// the listener's unless taking connections is paused.
+    /// The descriptors to poll for input at `now`: the listener's first,
+    /// unless taking connections is paused ([`HintSocket::polls_listener`]),
+    /// then each connection's.
     pub fn poll_fds(&self, now: Duration) -> impl Iterator<Item = BorrowedFd<'_>> {
         let listener = self.accepting(now).then(|| self.listener.as_fd());
         listener
@@ -147,6 +148,11 @@ impl HintSocket {
     /// at `now`.
     pub fn wake_at(&self, now: Duration) -> Option<Duration> {
         self.paused_until.filter(|t| *t > now)
+    }
+
+    /// Whether [`HintSocket::poll_fds`] at `now` begins with the listener.
+    pub fn polls_listener(&self, now: Duration) -> bool {
+        self.accepting(now)
     }
 
     fn accepting(&self, now: Duration) -> bool {

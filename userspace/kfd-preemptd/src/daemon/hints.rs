@@ -34,14 +34,19 @@ pub(super) struct HintCounts {
 }
 
 impl<B: Backend> Daemon<'_, B> {
-    /// Takes new connections and answers every request waiting on the
-    /// hint socket, then carries out what the hints led to.
-    pub(super) fn serve_hints(&mut self) {
+    /// Takes new connections if `listener_ready` (the poll found one
+    /// waiting) and answers every request waiting on the hint socket, then
+    /// carries out what the hints led to. An `accept` with nothing waiting
+    /// is not free: the kernel makes and frees a socket and its file for
+    /// it, which every hint would pay.
+    pub(super) fn serve_hints(&mut self, listener_ready: bool) {
         let now = monotonic();
         let Some(socket) = self.hint_socket.as_mut() else {
             return;
         };
-        socket.accept(now);
+        if listener_ready {
+            socket.accept(now);
+        }
         let incoming = socket.receive();
         if incoming.is_empty() {
             return;

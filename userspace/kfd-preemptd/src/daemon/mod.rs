@@ -372,16 +372,22 @@ impl<'c, B: Backend> Daemon<'c, B> {
                     .map(|(k, _)| *k)
                     .collect();
                 // A closed connection is HUP without IN.
-                let hinted = fds[first_hint..].iter().any(|f| !f.revents().is_empty());
-                (woken, listed, hinted)
+                let hint_fds = &fds[first_hint..];
+                let hinted = hint_fds.iter().any(|f| !f.revents().is_empty());
+                let listener_ready = self
+                    .hint_socket
+                    .as_ref()
+                    .is_some_and(|h| h.polls_listener(now))
+                    && hint_fds.first().is_some_and(|f| !f.revents().is_empty());
+                (woken, listed, hinted.then_some(listener_ready))
             };
             // The eventfds first: a busy edge must not wait for the
             // bookkeeping of a scan. A hint next: it is work about to come.
             if !woken.is_empty() {
                 self.on_wakeups(&woken);
             }
-            if hinted {
-                self.serve_hints();
+            if let Some(listener_ready) = hinted {
+                self.serve_hints(listener_ready);
             }
             if listed {
                 if let Some(listing) = self.lister.as_ref().and_then(Lister::take) {

@@ -29,7 +29,7 @@ fn peer(d: &mut Daemon<'_, Fake>, path: &std::path::Path, pid: i32) -> OwnedFd {
 /// Sends `msg`, lets the daemon serve it, and returns its reply.
 fn ask(d: &mut Daemon<'_, Fake>, fd: &OwnedFd, msg: &str) -> String {
     send(fd, msg.as_bytes(), SendFlags::empty()).unwrap();
-    d.serve_hints();
+    d.serve_hints(true);
     let mut buf = [0u8; 128];
     let (n, _) = recv(fd, &mut buf[..], RecvFlags::DONTWAIT).unwrap();
     String::from_utf8_lossy(&buf[..n]).into_owned()
@@ -75,6 +75,27 @@ fn an_lc_hint_takes_be_off_before_any_work_and_its_end_resumes_it() {
 }
 
 #[test]
+fn connections_are_taken_only_when_the_poll_saw_one_waiting() {
+    let (p, fake, cfg) = two_nodes_with("hint-accept", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    let waiting = socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    connect(&waiting, &SocketAddrUnix::new(socket_path(&p)).unwrap()).unwrap();
+    // A wakeup for a request on another connection does not try to accept.
+    d.serve_hints(false);
+    assert_eq!(d.stats(monotonic()).hints.connections, 0);
+    d.serve_hints(true);
+    assert_eq!(d.stats(monotonic()).hints.connections, 1);
+}
+
+#[test]
 fn a_hint_with_no_work_is_over_at_its_time() {
     let (p, fake, cfg) = two_nodes_with("hint-expire", "");
     let mut d = daemon(&p, &fake, &cfg);
@@ -100,7 +121,7 @@ fn closing_the_connection_ends_its_hint() {
     assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
     fake.calls();
     drop(c);
-    d.serve_hints();
+    d.serve_hints(true);
     assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
     assert!(!held(&d, LC_A));
     assert_eq!(d.stats(monotonic()).hints.connections, 0);
@@ -204,7 +225,7 @@ fn each_connection_of_a_tenant_holds_a_hint_of_its_own() {
     assert_eq!(fake.main_calls(), vec![]);
     assert!(held(&d, LC_A));
     drop(second);
-    d.serve_hints();
+    d.serve_hints(true);
     assert!(held(&d, LC_A));
     assert_eq!(ask(&mut d, &first, "end"), "ok 0");
     assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
@@ -224,7 +245,7 @@ fn a_hint_ended_as_another_is_given_in_one_wakeup_leaves_be_off() {
     // second's begin preempts, in that order.
     send(&first, b"end", SendFlags::empty()).unwrap();
     send(&second, b"begin 500", SendFlags::empty()).unwrap();
-    d.serve_hints();
+    d.serve_hints(true);
     assert_eq!(
         fake.main_calls(),
         vec![Call::Resume(be_refs()), Call::Preempt(be_refs(), LEASE)]
@@ -244,7 +265,7 @@ fn a_reply_that_cannot_be_sent_closes_the_connection_and_ends_its_hint() {
     // A client that reads no more: the daemon's reply fails (EPIPE).
     shutdown(&c, Shutdown::Read).unwrap();
     send(&c, b"begin 500", SendFlags::empty()).unwrap();
-    d.serve_hints();
+    d.serve_hints(true);
     assert_eq!(fake.main_calls(), vec![Call::Resume(be_refs())]);
     assert!(!held(&d, LC_A));
     let s = d.stats(monotonic());
