@@ -239,6 +239,9 @@ struct Known {
     /// Readable once the process has exited; `None` where none could be
     /// opened, and then `start_time` is compared instead.
     pidfd: Option<OwnedFd>,
+    /// The last listing left it out while it lived: the next one that
+    /// does too calls it gone.
+    missed: bool,
 }
 
 /// Remembers the processes seen so far, so that each is read and
@@ -399,25 +402,35 @@ impl Discovery {
             .filter(|(_, kind)| wanted_kind(cfg.daemon.tenants, *kind))
             .collect();
         let listed_pids: HashSet<i32> = listed.iter().map(|(pid, _)| *pid).collect();
-        let exited = self.exited(&listed_pids);
+        let known_pids: HashSet<i32> = self.known.keys().copied().collect();
+        let exited = self.exited(&known_pids);
         let mut result = ScanResult::default();
         let mut known = std::mem::take(&mut self.known);
-        // Those no longer listed first, so that their pidfds are closed
-        // before new ones are opened.
-        known.retain(|pid, _| {
-            let kept = listed_pids.contains(pid);
-            if !kept {
-                result.gone.push(*pid);
-            }
-            kept
-        });
-        let mut held = known.values().filter(|k| k.pidfd.is_some()).count();
         let mut seen = HashMap::new();
+        // Those no longer listed first, so that their pidfds are closed
+        // before new ones are opened. One listing can leave out a live
+        // tenant whose descriptors could not be read at that moment (an
+        // exec in progress, say): a process that has not exited is gone
+        // only when two listings in a row leave it out.
+        let unlisted: Vec<i32> = known_pids.difference(&listed_pids).copied().collect();
+        for (pid, mut k) in unlisted.into_iter().filter_map(|p| known.remove_entry(&p)) {
+            if k.missed || self.still_the_same(pid, &k, exited.as_ref()) != Some(true) {
+                result.gone.push(pid);
+            } else {
+                k.missed = true;
+                seen.insert(pid, k);
+            }
+        }
+        let mut held = known
+            .values()
+            .chain(seen.values())
+            .filter(|k| k.pidfd.is_some())
+            .count();
         for (pid, kind) in listed {
             if let Some(k) = known.remove(&pid) {
                 match self.still_the_same(pid, &k, exited.as_ref()) {
                     Some(true) => {
-                        seen.insert(pid, k);
+                        seen.insert(pid, Known { missed: false, ..k });
                         continue;
                     }
                     // Gone since it was listed.
@@ -456,6 +469,7 @@ impl Discovery {
                 Known {
                     start_time: info.start_time,
                     pidfd,
+                    missed: false,
                 },
             );
             result.added.push(Candidate {
@@ -749,9 +763,22 @@ mod tests {
         assert_eq!(r.gone, [10]);
         assert_eq!(r.added[0].info.start_time, 999);
         assert_eq!(r.added[0].priority, Priority::BEST_EFFORT);
-        // 10 closes its KFD file: no longer listed, gone.
+        // 10 is left out of one listing while it lives (its descriptors
+        // could not be read then): kept.
+        assert_eq!(d.scan_listed(&c, &[]), ScanResult::default());
+        // Listed again: nothing new, and the miss is forgotten.
+        let listed_10 = [(10, TargetKind::KfdFd)];
+        assert_eq!(d.scan_listed(&c, &listed_10), ScanResult::default());
+        assert_eq!(d.scan_listed(&c, &[]), ScanResult::default());
+        // 10 closed its KFD file: the second listing in a row without it
+        // calls it gone.
         let r = d.scan_listed(&c, &[]);
-        assert_eq!(r.gone, [10]);
+        assert_eq!((r.added.len(), r.gone.as_slice()), (0, &[10][..]));
+        // A process that exited is gone at the first listing without it.
+        p.add(30, 300, 0, "lc", "/bin/lc", "/", &[]);
+        d.scan_listed(&c, &[(30, TargetKind::KfdFd)]);
+        p.remove(30);
+        assert_eq!(d.scan_listed(&c, &[]).gone, [30]);
     }
 
     #[test]
