@@ -49,10 +49,10 @@
 #                                daemon_ready, which waits until the daemon
 #                                has picked them up; then before_go, starts
 #                                them all at once, calls while_measuring and
-#                                waits for every tenant; then, under a
-#                                daemon, prints its CPU time and context
-#                                switches over the mode (daemon_usage);
-#                                then after_measuring.
+#                                waits for every tenant; then
+#                                after_measuring; then, under a daemon,
+#                                prints its CPU time and context switches
+#                                over the mode (daemon_usage).
 #                                The hooks do nothing unless the script
 #                                defines them after sourcing this file.
 #                                Fails if a tenant, or a hook, fails.
@@ -164,25 +164,26 @@ run_mode() { # mode lc be
 		daemon_ready || return 1
 	fi
 	echo "# mode $1: measuring for ${DURATION}s"
-	before_go || return 1
 	_used=$(daemon_usage)
+	before_go || return 1
 	touch go
 	while_measuring || return 1
 	for _p in $TENANT_PIDS; do
 		wait "$_p" || return 1
 	done
-	[ -n "$DAEMON_PID" ] && echo "# mode $1: the daemon used $(daemon_usage "$_used")"
-	after_measuring
+	after_measuring || return 1
+	[ -z "$DAEMON_PID" ] || echo "# mode $1: the daemon used $(daemon_usage "$_used")"
 }
 
 # The daemon's CPU time (USER_HZ ticks) and its context switches so far,
-# or, given an earlier reading, since then: a daemon that wakes without
-# cause shows as many switches for little work.
+# all its threads together, or, given an earlier reading, since then: a
+# daemon that wakes without cause shows as many switches for little work.
 daemon_usage() { # [earlier]
 	[ -n "$DAEMON_PID" ] || return 0
 	_now=$(awk '{ print $14 + $15 }' /proc/"$DAEMON_PID"/stat)
-	_now="$_now $(awk '/^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 }
-		END { print v, n }' /proc/"$DAEMON_PID"/status)"
+	_now="$_now $(cat /proc/"$DAEMON_PID"/task/*/status 2>/dev/null |
+		awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 }
+		END { print v + 0, n + 0 }')"
 	if [ -z "${1:-}" ]; then
 		echo "$_now"
 	else

@@ -242,6 +242,9 @@ struct Known {
     /// The last listing left it out while it lived: the next one that
     /// does too calls it gone.
     missed: bool,
+    /// What it was classified by: a process listed again after a miss may
+    /// have run `exec` meanwhile (the KFD descriptor is close-on-exec).
+    info: ProcInfo,
 }
 
 /// Remembers the processes seen so far, so that each is read and
@@ -428,7 +431,17 @@ impl Discovery {
             .count();
         for (pid, kind) in listed {
             if let Some(k) = known.remove(&pid) {
-                match self.still_the_same(pid, &k, exited.as_ref()) {
+                let same = self.still_the_same(pid, &k, exited.as_ref());
+                // Listed again after a miss: the same program still, or
+                // one it exec'd, to be read and classified afresh.
+                let same = match same {
+                    Some(true) if k.missed => Some(
+                        read_proc(&self.proc_root, pid, want_exe, want_env)
+                            .is_ok_and(|i| i.as_ref() == Some(&k.info)),
+                    ),
+                    other => other,
+                };
+                match same {
                     Some(true) => {
                         seen.insert(pid, Known { missed: false, ..k });
                         continue;
@@ -470,6 +483,7 @@ impl Discovery {
                     start_time: info.start_time,
                     pidfd,
                     missed: false,
+                    info: info.clone(),
                 },
             );
             result.added.push(Candidate {
@@ -769,6 +783,14 @@ mod tests {
         // Listed again: nothing new, and the miss is forgotten.
         let listed_10 = [(10, TargetKind::KfdFd)];
         assert_eq!(d.scan_listed(&c, &listed_10), ScanResult::default());
+        assert_eq!(d.scan_listed(&c, &[]), ScanResult::default());
+        // Listed again after a miss as another program (it ran exec, which
+        // closed its KFD file, and the new one opened its own): read and
+        // classified afresh.
+        p.add(10, 999, 0, "lc", "/bin/lc", "/", &[]);
+        let r = d.scan_listed(&c, &listed_10);
+        assert_eq!(r.gone, [10]);
+        assert_eq!(r.added[0].priority, Priority::LATENCY_CRITICAL);
         assert_eq!(d.scan_listed(&c, &[]), ScanResult::default());
         // 10 closed its KFD file: the second listing in a row without it
         // calls it gone.
