@@ -235,15 +235,16 @@ const MAX_PIDFDS: usize = 512;
 /// A process seen before.
 #[derive(Debug)]
 struct Known {
-    start_time: u64,
     /// Readable once the process has exited; `None` where none could be
-    /// opened, and then `start_time` is compared instead.
+    /// opened, and then the start time (`info.start_time`) is compared
+    /// instead.
     pidfd: Option<OwnedFd>,
     /// The last listing left it out while it lived: the next one that
     /// does too calls it gone.
     missed: bool,
-    /// What it was classified by: a process listed again after a miss may
-    /// have run `exec` meanwhile (the KFD descriptor is close-on-exec).
+    /// What it was classified by, its start time included: a process
+    /// listed again after a miss may have run `exec` meanwhile (the KFD
+    /// descriptor is close-on-exec).
     info: ProcInfo,
 }
 
@@ -391,7 +392,7 @@ impl Discovery {
             return Some(!exited.contains(&pid));
         }
         let start_time = start_time(&self.proc_root, pid).ok()?;
-        Some(start_time == k.start_time)
+        Some(start_time == k.info.start_time)
     }
 
     /// [`scan`](Self::scan) over a given list of `(pid, kind)`, each pid
@@ -480,7 +481,6 @@ impl Discovery {
             seen.insert(
                 pid,
                 Known {
-                    start_time: info.start_time,
                     pidfd,
                     missed: false,
                     info: info.clone(),

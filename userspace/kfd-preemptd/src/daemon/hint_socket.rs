@@ -135,7 +135,7 @@ impl HintSocket {
     }
 
     /// The descriptors to poll for input at `now`: the listener's first,
-    /// unless taking connections is paused ([`HintSocket::polls_listener`]),
+    /// unless taking connections is paused ([`HintSocket::accepting`]),
     /// then each connection's.
     pub fn poll_fds(&self, now: Duration) -> impl Iterator<Item = BorrowedFd<'_>> {
         let listener = self.accepting(now).then(|| self.listener.as_fd());
@@ -150,12 +150,9 @@ impl HintSocket {
         self.paused_until.filter(|t| *t > now)
     }
 
-    /// Whether [`HintSocket::poll_fds`] at `now` begins with the listener.
-    pub fn polls_listener(&self, now: Duration) -> bool {
-        self.accepting(now)
-    }
-
-    fn accepting(&self, now: Duration) -> bool {
+    /// Whether connections are taken at `now` (not paused): then
+    /// [`HintSocket::poll_fds`] begins with the listener.
+    pub fn accepting(&self, now: Duration) -> bool {
         self.paused_until.is_none_or(|t| now >= t)
     }
 

@@ -377,7 +377,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 let listener_ready = self
                     .hint_socket
                     .as_ref()
-                    .is_some_and(|h| h.polls_listener(now))
+                    .is_some_and(|h| h.accepting(now))
                     && hint_fds.first().is_some_and(|f| !f.revents().is_empty());
                 (woken, listed, hinted.then_some(listener_ready))
             };
