@@ -374,10 +374,7 @@ impl<'c, B: Backend> Daemon<'c, B> {
                 // A closed connection is HUP without IN.
                 let hint_fds = &fds[first_hint..];
                 let hinted = hint_fds.iter().any(|f| !f.revents().is_empty());
-                let listener_ready = self
-                    .hint_socket
-                    .as_ref()
-                    .is_some_and(|h| h.accepting(now))
+                let listener_ready = self.hint_socket.as_ref().is_some_and(|h| h.accepting(now))
                     && hint_fds.first().is_some_and(|f| !f.revents().is_empty());
                 (woken, listed, hinted.then_some(listener_ready))
             };
