@@ -153,11 +153,17 @@ pub fn run(args: &ZooArgs) -> crate::Result<()> {
     let mut ev = Events::open(&args.events)?;
     let mut rng = Rng::new(args.seed);
     let end = now_ns() + args.life_ms * 1_000_000;
-    match args.kind {
+    let lived = match args.kind {
         Kind::Server => server(args, end, &mut rng, &mut ev),
         Kind::Trainer => trainer(args, end, &mut rng, &mut ev),
         Kind::Brief => brief(args.node, end, &mut ev),
+    };
+    // A tenant that fails leaves early: the soak hears why, and takes it
+    // for gone, as the daemon should.
+    if let Err(e) = &lived {
+        ev.log(&format!("error {e}"));
     }
+    lived
 }
 
 /// Latency-critical: see the module documentation.

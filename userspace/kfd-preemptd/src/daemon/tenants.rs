@@ -24,6 +24,15 @@ use super::{
 };
 use crate::{config::Priority, discover::Candidate, log::Level, policy::Role};
 
+/// Why a tenant was dropped, as its `detach` line says: discovery's
+/// listing found the process gone; QUERY or SAMPLE found its KFD process
+/// gone (the pid may live on, as after an exec or a close of the device);
+/// QUERY did not know the daemon's handle of it any more.
+const EXITED: &str = "exited";
+const GONE_BY_QUERY: &str = "kfd-gone-query";
+const GONE_BY_SAMPLE: &str = "kfd-gone-sample";
+const HANDLE_UNKNOWN: &str = "handle-unknown";
+
 /// The queues a decision watches, by pid.
 type WatchedQueues = BTreeMap<i32, Vec<QueueKey>>;
 
@@ -100,7 +109,7 @@ impl<B: Backend> Daemon<'_, B> {
         for pid in &result.gone {
             self.refused.remove(pid);
             self.inherited.remove(pid);
-            self.tenants_remove(*pid, "exited");
+            self.tenants_remove(*pid, EXITED);
         }
         for c in result.added {
             self.add_tenant(c);
@@ -115,8 +124,8 @@ impl<B: Backend> Daemon<'_, B> {
     /// the scan thread waits for a CPU.
     pub(super) fn refresh_tenants(&mut self) {
         let pids: Vec<i32> = self.tenants.keys().copied().collect();
-        for pid in self.query_queues_of(&pids) {
-            self.tenant_exited(pid);
+        for (pid, why) in self.query_queues_of(&pids) {
+            self.tenant_exited(pid, why);
         }
         self.sync_decisions();
         let pending: Vec<DecisionKey> = self
@@ -134,12 +143,11 @@ impl<B: Backend> Daemon<'_, B> {
         }
     }
 
-    /// Queries the queues of `pids` again; returns those whose process
-    /// exited, for the caller to remove.
-    fn query_queues_of(&mut self, pids: &[i32]) -> Vec<i32> {
+    /// Queries the queues of `pids` again; returns those whose KFD
+    /// process is gone, with why, for the caller to remove.
+    fn query_queues_of(&mut self, pids: &[i32]) -> Vec<(i32, &'static str)> {
         pids.iter()
-            .copied()
-            .filter(|&pid| !self.refresh_queues(pid))
+            .filter_map(|&pid| Some((pid, self.refresh_queues(pid).err()?)))
             .collect()
     }
 
@@ -170,8 +178,8 @@ impl<B: Backend> Daemon<'_, B> {
             .zip(before)
             .any(|(p, b)| self.tenant_queues(*p) != b);
         if !exited.is_empty() || changed {
-            for pid in exited {
-                self.tenant_exited(pid);
+            for (pid, why) in exited {
+                self.tenant_exited(pid, why);
             }
             self.sync_decisions();
         }
@@ -302,7 +310,7 @@ impl<B: Backend> Daemon<'_, B> {
     /// Drops a tenant whose KFD process a SAMPLE saw gone and brings the
     /// decisions in line.
     pub(super) fn remove_exited_tenant(&mut self, pid: i32) {
-        if self.tenant_exited(pid) {
+        if self.tenant_exited(pid, GONE_BY_SAMPLE) {
             self.sync_decisions();
         }
     }
@@ -313,9 +321,9 @@ impl<B: Backend> Daemon<'_, B> {
     /// discovery would take it for the process it knows and never list it
     /// again: it is forgotten, and the next listing reads, classifies and
     /// attaches it afresh if it still holds a KFD descriptor.
-    fn tenant_exited(&mut self, pid: i32) -> bool {
+    fn tenant_exited(&mut self, pid: i32, why: &str) -> bool {
         self.discovery.forget(pid);
-        self.tenants_remove(pid, "exited")
+        self.tenants_remove(pid, why)
     }
 
     /// Forgets a tenant: detached from every file. The decisions are
@@ -346,10 +354,11 @@ impl<B: Backend> Daemon<'_, B> {
         true
     }
 
-    /// Re-queries one tenant's compute queues; false if it exited.
-    fn refresh_queues(&mut self, pid: i32) -> bool {
+    /// Re-queries one tenant's compute queues; the reason to drop it if
+    /// its KFD process is gone.
+    fn refresh_queues(&mut self, pid: i32) -> Result<(), &'static str> {
         let Some(t) = self.tenants.get(&pid) else {
-            return true;
+            return Ok(());
         };
         match self.dev.query(t.handle) {
             Ok(queues) => {
@@ -371,12 +380,13 @@ impl<B: Backend> Daemon<'_, B> {
                         .map(|q| q.queue_ref())
                         .collect();
                 }
-                true
+                Ok(())
             }
-            Err(kfd_preempt::Error::TargetExited | kfd_preempt::Error::UnknownHandle(_)) => false,
+            Err(kfd_preempt::Error::TargetExited) => Err(GONE_BY_QUERY),
+            Err(kfd_preempt::Error::UnknownHandle(_)) => Err(HANDLE_UNKNOWN),
             Err(e) => {
                 self.warn("query", &e);
-                true
+                Ok(())
             }
         }
     }
