@@ -9,16 +9,27 @@
 # on its own clock when it unmapped BE. `kfdp-scenario hint-report` judges
 # the run; its JSON is printed between markers for scripts/scenario.sh.
 #
+# With two CPUs or more, the LC tenant runs on CPU 0 and the daemon and
+# the BE tenant on the others, as a host gives an inference service its
+# own cores and the daemon a housekeeping one (PIN=0: no pinning). On one
+# CPU the daemon's handling of a hint takes the CPU the preparation it
+# is to hide needs.
+#
 # Arguments NAME=VALUE (or the environment): DURATION (s a mode, 20), RATE
-# (60), LC_MS (2), PREP_MS (2), BE_MS (40), SEED (1).
+# (60), LC_MS (2), PREP_MS (2), BE_MS (40), SEED (1), PIN (1).
 for a; do
 	case $a in
-	DURATION=* | RATE=* | LC_MS=* | PREP_MS=* | BE_MS=* | SEED=*) export "${a?}" ;;
+	DURATION=* | RATE=* | LC_MS=* | PREP_MS=* | BE_MS=* | SEED=* | PIN=*) export "${a?}" ;;
 	*) echo "unknown argument $a" >&2; exit 2 ;;
 	esac
 done
 D=${DURATION:-20} RATE=${RATE:-60} LC_MS=${LC_MS:-2} PREP_MS=${PREP_MS:-2}
 BE_MS=${BE_MS:-40} SEED=${SEED:-1}
+lc_pin= rest_pin= rest_cpus=
+if [ "${PIN:-1}" = 1 ] && [ "$(nproc)" -gt 1 ]; then
+	rest_cpus=1-$(($(nproc) - 1))
+	lc_pin="taskset -c 0" rest_pin="taskset -c $rest_cpus"
+fi
 SIM=/sys/kernel/debug/kfd_preempt/sim
 W=/tmp/hint-scenario
 rm -rf $W && mkdir -p $W && cd $W || exit 1
@@ -31,14 +42,15 @@ DURATION=$D
 start_tenants() { # mode lc be
 	mode=$1
 	if [ "$3" = 1 ]; then
-		tenant "be_$mode.ready" env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node 0 \
+		# shellcheck disable=SC2086 # the command and its options
+		tenant "be_$mode.ready" $rest_pin env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node 0 \
 			--work-ms "$BE_MS" --depth 1 --duration-s "$D" --out "be_$mode.json"
 	fi
 	if [ "$2" = 1 ]; then
 		hint=
 		[ "$mode" = hint ] && hint="--hint $W/hint.sock"
-		# shellcheck disable=SC2086 # the option and its value
-		tenant "lc_$mode.ready" env KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc \
+		# shellcheck disable=SC2086 # the options and their values
+		tenant "lc_$mode.ready" $lc_pin env KFD_PREEMPT_CLASS=latency-critical kfdp-scenario lc \
 			--node 0 --rate "$RATE" --chain 1 --work-ms "$LC_MS" --prep-ms "$PREP_MS" \
 			--duration-s "$D" --seed "$SEED" --out "lc_$mode.json" $hint
 	fi
@@ -60,6 +72,10 @@ run_mode alone 0 1 || exit 1
 daemon_config "$W/stats.json" scan_interval_ms=2000 sample_period_us=200 \
 	"hint_socket=\"$W/hint.sock\"" >preemptd.toml
 daemon_start preemptd.toml preemptd.log
+if [ -n "$rest_cpus" ]; then
+	taskset -apc "$rest_cpus" "$DAEMON_PID" >/dev/null || exit 1
+	echo "# pinned: LC tenant to CPU 0; BE tenant and kfd-preemptd to CPUs $rest_cpus"
+fi
 run_mode daemon 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
 run_mode hint 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
 # The statistics of the hint mode's end: the next write comes within 1 s.

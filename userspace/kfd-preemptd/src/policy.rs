@@ -149,6 +149,16 @@ pub enum Event {
         /// When the hint is over if no work came.
         until: Duration,
     },
+    /// A SAMPLE read `total` packets published, over the level's watched
+    /// queues on the node, fed before the [`Event::LcBusy`] or
+    /// [`Event::LcIdle`] it confirms. A hint given while LC is busy has no
+    /// busy edge of its own to spend it: its work, submitted while the work
+    /// before it still runs, is seen as more packets published by the idle
+    /// edge than by the last SAMPLE before the hint.
+    Published {
+        /// The sum of the watched queues' write indices.
+        total: u64,
+    },
     /// The hint of connection `conn` ends before its time (the tenant
     /// ended it, or the connection closed).
     HintEnd {
@@ -403,6 +413,10 @@ struct GivenHint {
     given: Duration,
     /// When it runs out.
     until: Duration,
+    /// Given while LC was busy: the packets published by the last SAMPLE
+    /// before it ([`Event::Published`]); the idle edge spends it if more
+    /// were published by then.
+    published: Option<u64>,
 }
 
 /// The policy state machine.
@@ -437,6 +451,8 @@ pub struct Policy {
     latency: Histogram,
     /// The hints in force, by the daemon's connection they came on.
     hints: BTreeMap<u64, GivenHint>,
+    /// The packets published, by the last [`Event::Published`].
+    published: Option<u64>,
 }
 
 impl Policy {
@@ -462,6 +478,7 @@ impl Policy {
             counters: Counters::default(),
             latency: Histogram::default(),
             hints: BTreeMap::new(),
+            published: None,
         }
     }
 
@@ -605,22 +622,38 @@ impl Policy {
             Event::Hint { pid, conn, until } => {
                 if self.mode != Mode::NoLc && until > now {
                     let until = self.hints.get(&conn).map_or(until, |h| h.until.max(until));
+                    let published = if self.mode == Mode::LcBusy {
+                        self.published
+                    } else {
+                        None
+                    };
                     self.hints.insert(
                         conn,
                         GivenHint {
                             pid,
                             given: now,
                             until,
+                            published,
                         },
                     );
                 }
             }
+            Event::Published { total } => self.published = Some(total),
             Event::HintEnd { conn } => {
                 hint_over |= self.end_hints(|c, _| c == conn);
             }
             Event::LcIdle { edge } => {
                 if self.mode == Mode::LcBusy {
                     self.mode = Mode::LcIdle;
+                    // The work of a hint given while busy came before LC
+                    // went idle: the hint is spent, not left to keep the
+                    // lower levels off until its time ends.
+                    let now_published = self.published;
+                    self.hints.retain(|_, h| {
+                        h.published
+                            .zip(now_published)
+                            .is_none_or(|(then, now)| now <= then)
+                    });
                     // The kernel's time, not ours: the daemon's own delay
                     // must not shorten the gaps it learns from.
                     self.idle_from = Some(edge.saturating_sub(self.idle));
@@ -1847,6 +1880,35 @@ mod tests {
         let a = p.handle(ms(40), Event::LcIdle { edge: ms(40) });
         assert_eq!(resume_reason(&a), Some(ResumeReason::LcIdle));
         assert_eq!(p.counters().hints_expired, 0);
+    }
+
+    #[test]
+    fn a_hint_given_while_lc_is_busy_is_spent_by_work_published_before_lc_went_idle() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::Published { total: 10 });
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        assert!(hint(&mut p, ms(10), ms(100)).is_empty());
+        // The hinted request's packet came while the one before still
+        // ran: no busy edge of its own, but one more packet published.
+        p.handle(ms(20), Event::Published { total: 11 });
+        let a = p.handle(ms(20), Event::LcIdle { edge: ms(20) });
+        assert_eq!(resume_reason(&a), Some(ResumeReason::LcIdle));
+        assert!(!p.is_held() && !p.is_hinted());
+        assert_eq!(p.counters().hints_expired, 0);
+    }
+
+    #[test]
+    fn a_hint_given_while_lc_is_busy_outlives_an_idle_edge_with_nothing_new_published() {
+        let mut p = setup(cfg());
+        p.handle(ms(5), Event::Published { total: 10 });
+        p.handle(ms(5), Event::LcBusy { edge: ms(5) });
+        p.handle(ms(5), Event::PreemptDone { retry_after: None });
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(20), Event::Published { total: 10 });
+        let a = p.handle(ms(20), Event::LcIdle { edge: ms(20) });
+        assert!(!has_resume(&a), "{a:?}");
+        assert!(p.is_held() && p.is_hinted());
     }
 
     #[test]

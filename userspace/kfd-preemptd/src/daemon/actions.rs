@@ -648,6 +648,9 @@ impl<B: Backend> Daemon<'_, B> {
             let confirmation = confirm(&w.arm, &sample);
             let (edge, pending, watched) =
                 (sample.timestamp, sample.num_pending, sample.queues.len());
+            let published = Event::Published {
+                total: published_total(&sample),
+            };
             w.woken = Some(sample);
             match confirmation {
                 Confirmation::Busy => {
@@ -655,6 +658,7 @@ impl<B: Backend> Daemon<'_, B> {
                         a.last_edge = Some(edge);
                         a.woke_at = Some((woke, now));
                     }
+                    events.push((*key, now, published));
                     events.push((*key, now, Event::LcBusy { edge }));
                     busy_logs.push((*key, pending, watched));
                 }
@@ -667,6 +671,7 @@ impl<B: Backend> Daemon<'_, B> {
                             ("watched", json!(watched)),
                         ],
                     );
+                    events.push((*key, now, published));
                     events.push((*key, now, Event::LcIdle { edge }));
                 }
                 Confirmation::Rearm => self.rearm(*key),
@@ -729,6 +734,17 @@ fn is_preempt(action: &Action) -> bool {
         action,
         Action::PreemptLower { .. } | Action::RenewLease { .. }
     )
+}
+
+/// The packets the sampled queues published, together: what
+/// [`Event::Published`] tells a policy. A queue whose process exited no
+/// longer counts.
+fn published_total(sample: &Sample) -> u64 {
+    sample
+        .queues
+        .iter()
+        .filter(|a| !a.gone)
+        .fold(0u64, |sum, a| sum.wrapping_add(a.write_index))
 }
 
 /// Each sampled queue's write index: an `ANY_BUSY` ARM's baseline.

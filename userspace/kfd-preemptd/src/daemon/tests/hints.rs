@@ -305,3 +305,28 @@ fn a_tenant_gives_at_most_its_rate_of_hints() {
     assert!(held(&d, LC_A));
     fake.calls();
 }
+
+#[test]
+fn a_hint_given_while_lc_is_busy_is_spent_by_its_work_before_lc_goes_idle() {
+    let (p, fake, cfg) = two_nodes_with("hint-busy", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    assert!(held(&d, LC_A));
+    // The next request's hint while this one runs, then its packet, with
+    // no busy edge between: LC stays busy.
+    let c = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
+    fake.s.borrow_mut().writes += 1;
+    fake.calls();
+    // Idle for the hysteresis since the ARM.
+    fake.s.borrow_mut().skew = Duration::from_millis(10);
+    fake.set_busy(A, false);
+    d.on_wakeups(&[LC_A]);
+    // Idle after the hinted work: BE comes back now, not at the hint's end.
+    assert!(fake.main_calls().contains(&Call::Resume(be_refs())));
+    assert!(!held(&d, LC_A));
+    assert_eq!(d.stats(monotonic()).counters.hints_expired, 0);
+}
