@@ -181,8 +181,8 @@ suite hw-kit-rls out/hw/rls_test out/vm/console.log
 
 # The kselftests that race tenants, schedulers and samplers against each
 # other, again on two CPUs (tests/vm/run --cpus 2): every other run's guest
-# has one, so only here do two tasks run in the module at once, under
-# lockdep and KASAN.
+# but the hint scenario's has one, so only here are two tasks raced in the
+# module at once on purpose, under lockdep and KASAN.
 suite vm-smp tests/vm/run sim_nodes=16 sim_mes_nodes=2 --cpus 2 --no-kunit --quiet \
 	--kselftests "sim_stress_test sim_activity_test sim_lifecycle_test" --out out/vm-smp
 

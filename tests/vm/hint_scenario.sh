@@ -25,10 +25,15 @@ for a; do
 done
 D=${DURATION:-20} RATE=${RATE:-60} LC_MS=${LC_MS:-2} PREP_MS=${PREP_MS:-2}
 BE_MS=${BE_MS:-40} SEED=${SEED:-1}
-lc_pin= rest_pin= rest_cpus=
+# This shell first, so that everything it starts (the BE tenant, the
+# daemon and each of its threads, the polls) inherits the other CPUs; the
+# LC tenant is started on CPU 0.
+lc_pin=
 if [ "${PIN:-1}" = 1 ] && [ "$(nproc)" -gt 1 ]; then
 	rest_cpus=1-$(($(nproc) - 1))
-	lc_pin="taskset -c 0" rest_pin="taskset -c $rest_cpus"
+	taskset -pc "$rest_cpus" $$ >/dev/null || exit 1
+	lc_pin="taskset -c 0"
+	echo "# pinned: the LC tenant to CPU 0; the BE tenant and kfd-preemptd to CPUs $rest_cpus"
 fi
 SIM=/sys/kernel/debug/kfd_preempt/sim
 W=/tmp/hint-scenario
@@ -42,8 +47,7 @@ DURATION=$D
 start_tenants() { # mode lc be
 	mode=$1
 	if [ "$3" = 1 ]; then
-		# shellcheck disable=SC2086 # the command and its options
-		tenant "be_$mode.ready" $rest_pin env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node 0 \
+		tenant "be_$mode.ready" env KFD_PREEMPT_CLASS=best-effort kfdp-scenario be --node 0 \
 			--work-ms "$BE_MS" --depth 1 --duration-s "$D" --out "be_$mode.json"
 	fi
 	if [ "$2" = 1 ]; then
@@ -72,10 +76,6 @@ run_mode alone 0 1 || exit 1
 daemon_config "$W/stats.json" scan_interval_ms=2000 sample_period_us=200 \
 	"hint_socket=\"$W/hint.sock\"" >preemptd.toml
 daemon_start preemptd.toml preemptd.log
-if [ -n "$rest_cpus" ]; then
-	taskset -apc "$rest_cpus" "$DAEMON_PID" >/dev/null || exit 1
-	echo "# pinned: LC tenant to CPU 0; BE tenant and kfd-preemptd to CPUs $rest_cpus"
-fi
 run_mode daemon 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
 run_mode hint 1 1 || { tail -20 preemptd.log | sed 's/^/# /'; exit 1; }
 # The statistics of the hint mode's end: the next write comes within 1 s.

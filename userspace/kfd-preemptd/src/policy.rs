@@ -35,7 +35,8 @@
 //!   levels leave the node before the work's first dispatch. The next busy
 //!   edge spends every hint given before it (from then on as usual); a
 //!   hint given while LC is busy is for the work after, and keeps the
-//!   lower levels off when LC goes idle. Each of the daemon's connections
+//!   lower levels off when LC goes idle, unless that work was published
+//!   before the idle edge ([`Event::Published`]). Each of the daemon's connections
 //!   holds a hint of its own. A hint that reaches its time with no work,
 //!   that its connection ends first, or whose tenant is gone, is over, and
 //!   with no hint left (and LC idle) the lower levels are resumed. A hint
@@ -149,14 +150,15 @@ pub enum Event {
         /// When the hint is over if no work came.
         until: Duration,
     },
-    /// A SAMPLE read `total` packets published, over the level's watched
-    /// queues on the node, fed before the [`Event::LcBusy`] or
-    /// [`Event::LcIdle`] it confirms. A hint given while LC is busy has no
-    /// busy edge of its own to spend it: its work, submitted while the work
-    /// before it still runs, is seen as more packets published by the idle
-    /// edge than by the last SAMPLE before the hint.
+    /// A SAMPLE counted `total` packets published on the level's watched
+    /// queues on the node (a count that only grows), fed before the
+    /// [`Event::LcBusy`] or [`Event::LcIdle`] it confirms, and before a
+    /// hint given while LC is busy. Such a hint has no busy edge of its own
+    /// to spend it: its work, submitted while the work before it still
+    /// runs, is seen as more packets published by the idle edge than when
+    /// the hint came. It changes nothing else and leads to no action.
     Published {
-        /// The sum of the watched queues' write indices.
+        /// Packets published since the daemon began watching the node.
         total: u64,
     },
     /// The hint of connection `conn` ends before its time (the tenant
@@ -413,9 +415,9 @@ struct GivenHint {
     given: Duration,
     /// When it runs out.
     until: Duration,
-    /// Given while LC was busy: the packets published by the last SAMPLE
-    /// before it ([`Event::Published`]); the idle edge spends it if more
-    /// were published by then.
+    /// Given while LC was busy: the packets published when it came
+    /// ([`Event::Published`]); the idle edge spends it if more were
+    /// published by then.
     published: Option<u64>,
 }
 
@@ -577,6 +579,13 @@ impl Policy {
     /// back) and returns what to do, in order. Preemptions and resumes
     /// come before ARMs, so that a reaction is not delayed by one.
     pub fn handle(&mut self, now: Duration, event: Event) -> Vec<Action> {
+        // A count for the edge that follows it, and nothing more: taken as
+        // an event of its own, the period, hints and lease would be brought
+        // in line a moment before that edge, in the mode before it.
+        if let Event::Published { total } = event {
+            self.published = Some(total);
+            return Vec::new();
+        }
         self.roll_period(now);
         // Whether the last hint ended during this event: the resume it
         // leads to, if any, is `hint-over` rather than `lc-idle`.
@@ -638,7 +647,7 @@ impl Policy {
                     );
                 }
             }
-            Event::Published { total } => self.published = Some(total),
+            Event::Published { .. } => {}
             Event::HintEnd { conn } => {
                 hint_over |= self.end_hints(|c, _| c == conn);
             }
@@ -1908,6 +1917,18 @@ mod tests {
         p.handle(ms(20), Event::Published { total: 10 });
         let a = p.handle(ms(20), Event::LcIdle { edge: ms(20) });
         assert!(!has_resume(&a), "{a:?}");
+        assert!(p.is_held() && p.is_hinted());
+    }
+
+    #[test]
+    fn a_count_of_packets_published_leads_to_no_action() {
+        let mut p = setup(cfg());
+        hint(&mut p, ms(10), ms(100));
+        p.handle(ms(10), Event::PreemptDone { retry_after: None });
+        // The hint's time and the lease's half are both past: the edge that
+        // follows the count brings them in line, not the count.
+        let a = p.handle(ms(600), Event::Published { total: 3 });
+        assert!(a.is_empty(), "{a:?}");
         assert!(p.is_held() && p.is_hinted());
     }
 

@@ -397,6 +397,12 @@ impl<'a> Soak<'a> {
                     self.made.insert((pid, id), t * 1_000_000);
                 }
             }
+            // A zoo tenant that failed: it closed the device before it said
+            // why, and is going. Shown, as nothing should fail.
+            "error" => {
+                println!("# zoo tenant {pid} failed at {t} ms: {}", rest.join(" "));
+                self.lives.entry(pid).or_default().exited.get_or_insert(t);
+            }
             // Its own word that it is going: gone from then on, though a
             // zombie keeps its /proc entry until the soak reaps it.
             "exit" => {

@@ -158,8 +158,8 @@ pub fn run(args: &ZooArgs) -> crate::Result<()> {
         Kind::Trainer => trainer(args, end, &mut rng, &mut ev),
         Kind::Brief => brief(args.node, end, &mut ev),
     };
-    // A tenant that fails leaves early: the soak hears why, and takes it
-    // for gone, as the daemon should.
+    // A tenant that fails leaves early, its device closed already: the
+    // soak hears why, and takes it for gone.
     if let Err(e) = &lived {
         ev.log(&format!("error {e}"));
     }

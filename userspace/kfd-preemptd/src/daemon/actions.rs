@@ -649,7 +649,7 @@ impl<B: Backend> Daemon<'_, B> {
             let (edge, pending, watched) =
                 (sample.timestamp, sample.num_pending, sample.queues.len());
             let published = Event::Published {
-                total: published_total(&sample),
+                total: w.published.update(&sample),
             };
             w.woken = Some(sample);
             match confirmation {
@@ -734,17 +734,6 @@ fn is_preempt(action: &Action) -> bool {
         action,
         Action::PreemptLower { .. } | Action::RenewLease { .. }
     )
-}
-
-/// The packets the sampled queues published, together: what
-/// [`Event::Published`] tells a policy. A queue whose process exited no
-/// longer counts.
-fn published_total(sample: &Sample) -> u64 {
-    sample
-        .queues
-        .iter()
-        .filter(|a| !a.gone)
-        .fold(0u64, |sum, a| sum.wrapping_add(a.write_index))
 }
 
 /// Each sampled queue's write index: an `ANY_BUSY` ARM's baseline.

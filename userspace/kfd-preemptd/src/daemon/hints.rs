@@ -23,7 +23,7 @@ use super::{
     hint_socket::{HintSocket, Incoming},
     monotonic, Backend, Daemon,
 };
-use crate::policy::Event;
+use crate::policy::{Event, Mode};
 
 /// What became of the requests on the hint socket.
 #[derive(Debug, Default)]
@@ -142,13 +142,21 @@ impl<B: Backend> Daemon<'_, B> {
         if !socket.take_allowance(pid, now, self.cfg.daemon.hint_rate) {
             return Err(Refusal::RateLimited);
         }
-        let conn = socket.connection(id).ok_or(Refusal::Malformed)?;
+        let published: Vec<Option<u64>> = keys.iter().map(|k| self.published_if_busy(*k)).collect();
+        let conn = self
+            .hint_socket
+            .as_mut()
+            .and_then(|s| s.connection(id))
+            .ok_or(Refusal::Malformed)?;
         // A new begin on a connection replaces its hint: nodes it no
         // longer names are ended, the others take the later time.
         for k in conn.hinted.iter().filter(|k| !keys.contains(k)) {
             events.push((*k, now, Event::HintEnd { conn: id }));
         }
-        for k in &keys {
+        for (k, published) in keys.iter().zip(published) {
+            if let Some(total) = published {
+                events.push((*k, now, Event::Published { total }));
+            }
             events.push((
                 *k,
                 now,
@@ -161,6 +169,26 @@ impl<B: Backend> Daemon<'_, B> {
         }
         conn.hinted = keys;
         Ok(conn.hinted.len() as u32)
+    }
+
+    /// The packets published on decision `key`'s queues now, if its level
+    /// is busy: a hint given then is spent by its work published before
+    /// the idle edge, which is told from what the busy edge's SAMPLE saw
+    /// by a SAMPLE of its own (one system call, for hints given while busy
+    /// only).
+    fn published_if_busy(&mut self, key: DecisionKey) -> Option<u64> {
+        let a = self.decisions.get_mut(&key)?;
+        if a.policy.mode() != Mode::LcBusy {
+            return None;
+        }
+        let w = a.watcher.as_mut()?;
+        match w.file.sample() {
+            Ok(sample) => Some(w.published.update(&sample)),
+            Err(e) => {
+                self.warn("sample", &e);
+                None
+            }
+        }
     }
 
     /// Ends the hint of connection `id`, if it holds one.

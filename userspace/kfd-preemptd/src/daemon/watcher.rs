@@ -201,6 +201,35 @@ pub(super) struct Watcher<B: Backend> {
     /// a change of the watched queues) costs one more wakeup, which
     /// [`confirm`] takes for what it is.
     pub woken: Option<Sample>,
+    /// The packets its queues published, as its SAMPLEs saw them.
+    pub published: PublishedCount,
+}
+
+/// The packets a watcher's queues published since it opened, counted queue
+/// by queue from one SAMPLE to the next: what [`crate::policy::Event::Published`]
+/// tells a policy. A queue first seen, gone, or whose write index went back
+/// (made again under its id) adds nothing, so that the count grows only
+/// when work was submitted, whatever queues come and go.
+#[derive(Debug, Default)]
+pub(super) struct PublishedCount {
+    last: HashMap<QueueRef, u64>,
+    total: u64,
+}
+
+impl PublishedCount {
+    /// Takes `sample` in; the count after it.
+    pub fn update(&mut self, sample: &Sample) -> u64 {
+        let live = |q: &QueueRef| sample.queues.iter().any(|a| a.queue == *q && !a.gone);
+        self.last.retain(|q, _| live(q));
+        for a in sample.queues.iter().filter(|a| !a.gone) {
+            if let Some(before) = self.last.insert(a.queue, a.write_index) {
+                self.total = self
+                    .total
+                    .saturating_add(a.write_index.saturating_sub(before));
+            }
+        }
+        self.total
+    }
 }
 
 impl<B: Backend> Watcher<B> {
@@ -220,6 +249,7 @@ impl<B: Backend> Watcher<B> {
             unwatchable: HashMap::new(),
             refused: HashSet::new(),
             woken: None,
+            published: PublishedCount::default(),
         })
     }
 
@@ -387,5 +417,47 @@ impl<B: Backend> Watcher<B> {
             }
         }
         changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kfd_preempt::{Activity, Handle};
+
+    fn sample(queues: &[(u32, u64, bool)]) -> Sample {
+        Sample {
+            timestamp: Duration::ZERO,
+            num_pending: 0,
+            queues: queues
+                .iter()
+                .map(|&(id, write_index, gone)| Activity {
+                    queue: QueueRef {
+                        handle: Handle(1),
+                        gpu_id: 0x1000,
+                        queue_id: id,
+                    },
+                    pending: false,
+                    gone,
+                    read_index: write_index,
+                    write_index,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_published_count_grows_only_with_work_submitted() {
+        let mut c = PublishedCount::default();
+        // First seen: their indices so far are not news.
+        assert_eq!(c.update(&sample(&[(0, 100, false)])), 0);
+        assert_eq!(c.update(&sample(&[(0, 103, false)])), 3);
+        // A queue watched since adds nothing at first sight.
+        assert_eq!(c.update(&sample(&[(0, 103, false), (1, 50, false)])), 3);
+        assert_eq!(c.update(&sample(&[(0, 104, false), (1, 52, false)])), 6);
+        // Queue 0 made again under its id (its index back to 0), queue 1's
+        // process gone: nothing is taken away, nothing added.
+        assert_eq!(c.update(&sample(&[(0, 0, false), (1, 90, true)])), 6);
+        assert_eq!(c.update(&sample(&[(0, 2, false), (1, 95, false)])), 8);
     }
 }

@@ -330,3 +330,25 @@ fn a_hint_given_while_lc_is_busy_is_spent_by_its_work_before_lc_goes_idle() {
     assert!(!held(&d, LC_A));
     assert_eq!(d.stats(monotonic()).counters.hints_expired, 0);
 }
+
+#[test]
+fn a_hint_given_while_lc_is_busy_outlives_packets_published_before_it() {
+    let (p, fake, cfg) = two_nodes_with("hint-busy-before", "");
+    let mut d = daemon(&p, &fake, &cfg);
+    d.listen_for_hints(&socket_path(&p)).unwrap();
+    d.scan();
+    fake.set_busy(A, true);
+    d.on_wakeups(&[LC_A]);
+    // The running request publishes more after its busy edge; then the
+    // next request's hint, whose work has not come when LC goes idle.
+    fake.s.borrow_mut().writes += 1;
+    let c = peer(&mut d, &socket_path(&p), LC);
+    assert_eq!(ask(&mut d, &c, "begin 500"), "ok 1");
+    fake.calls();
+    fake.s.borrow_mut().skew = Duration::from_millis(10);
+    fake.set_busy(A, false);
+    d.on_wakeups(&[LC_A]);
+    // BE stays off for the work the hint said is coming.
+    assert!(!fake.main_calls().contains(&Call::Resume(be_refs())));
+    assert!(held(&d, LC_A));
+}
